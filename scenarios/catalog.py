@@ -1,0 +1,85 @@
+"""The catalog: named models, devices, host links and networks, read from YAML data files.
+
+Every number in `catalog/*.yaml` carries its source in a comment. A scenario may name an
+entry (`device: v100`) or start from one and override fields (`{base: v100, efficiency: 0.4}`).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import functools
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+CatalogKind = Literal["model", "device", "link", "network"]
+
+CATALOG_DIR = Path(__file__).parent / "catalog"
+_FILES = {"device": "devices.yaml", "link": "links.yaml", "network": "networks.yaml"}
+
+
+@functools.cache
+def _entries(kind: CatalogKind) -> dict[str, dict[str, Any]]:
+    if kind == "model":
+        out = {}
+        for path in sorted((CATALOG_DIR / "models").glob("*.yaml")):
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f)
+            out[data.get("name", path.stem)] = data
+        return out
+    path = CATALOG_DIR / _FILES[kind]
+    if not path.exists():
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return dict(yaml.safe_load(f) or {})
+
+
+def names(kind: CatalogKind) -> list[str]:
+    """Catalog names of one kind, sorted."""
+    return sorted(_entries(kind))
+
+
+def entry(kind: CatalogKind, name: str) -> dict[str, Any]:
+    """A deep copy of one catalog entry, with `name` and `base` filled in.
+
+    Raises ValueError naming the closest entries when `name` is unknown.
+    """
+    entries = _entries(kind)
+    if name not in entries:
+        close = difflib.get_close_matches(name, list(entries), n=3, cutoff=0.5)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise ValueError(
+            f"unknown {kind} {name!r} in the catalog{hint} (known: {', '.join(sorted(entries))})"
+        )
+    data = copy.deepcopy(entries[name])
+    data.setdefault("name", name)
+    data["base"] = name
+    return data
+
+
+def resolve(kind: CatalogKind, value: Any) -> Any:
+    """Turn a catalog reference into the mapping it stands for.
+
+    A string is a catalog name; a mapping with `base` starts from that entry and overrides
+    its fields (a shallow merge: an overridden mapping replaces the entry's whole mapping).
+    Anything else is returned unchanged for the schema to judge.
+    """
+    if isinstance(value, str):
+        return entry(kind, value)
+    if isinstance(value, dict) and "base" in value:
+        base = value["base"]
+        if not isinstance(base, str):
+            raise ValueError(f"'base' must be a catalog name, not {base!r}")
+        merged = entry(kind, base)
+        overrides = dict(value)
+        if kind == "model" and ({"params", "flops_per_sample"} & overrides.keys()):
+            # The entry's layer table no longer adds up to the overridden totals.
+            if "layers" not in overrides:
+                merged.pop("layers", None)
+        if "name" not in overrides and len(overrides) > 1:
+            merged["name"] = base  # an override keeps the entry's name unless renamed
+        merged.update(overrides)
+        return merged
+    return value

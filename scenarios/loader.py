@@ -1,0 +1,309 @@
+"""Read a scenario file: YAML -> overrides -> sweep expansion -> validated points.
+
+`load(path)` returns a frozen `Scenario`: one resolved `ScenarioSpec` per sweep point, each
+with a stable point id. Every error is a `ScenarioError` whose one line names the field
+path and the value, and suggests a fix where one is known.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import itertools
+import re
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import ScenarioError
+from .spec import ScenarioSpec, _LocatedError
+
+SUPPORTED_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Point:
+    """One combination of the sweep: its stable id, the swept values, the resolved spec."""
+
+    id: str
+    index: int
+    values: Mapping[str, Any]
+    spec: ScenarioSpec
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A loaded scenario file: provenance plus one resolved spec per sweep point."""
+
+    name: str
+    path: str
+    sha256: str
+    document: Mapping[str, Any]  # the file as read, after --set overrides
+    sets: tuple[str, ...]
+    points: tuple[Point, ...] = field(default=())
+
+    @property
+    def seed(self) -> int:
+        return self.points[0].spec.seed
+
+
+def load(path: str | Path, sets: Sequence[str] = ()) -> Scenario:
+    """Load, override, expand and validate a scenario file. Raises ScenarioError."""
+    path = Path(path)
+    try:
+        raw_bytes = path.read_bytes()
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such scenario file") from None
+    except IsADirectoryError:
+        raise ScenarioError(f"{path}: is a directory, not a scenario file") from None
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
+    document = parse_document(raw_bytes, str(path))
+    for item in sets:
+        apply_set(document, item)
+    points = expand(document)
+    return Scenario(
+        name=points[0].spec.name,
+        path=str(path),
+        sha256=hashlib.sha256(raw_bytes).hexdigest(),
+        document=document,
+        sets=tuple(sets),
+        points=tuple(points),
+    )
+
+
+def loads(text: str, sets: Sequence[str] = (), source: str = "<string>") -> Scenario:
+    """Like `load`, from YAML text (tests, notebooks)."""
+    document = parse_document(text.encode(), source)
+    for item in sets:
+        apply_set(document, item)
+    points = expand(document)
+    return Scenario(
+        name=points[0].spec.name,
+        path=source,
+        sha256=hashlib.sha256(text.encode()).hexdigest(),
+        document=document,
+        sets=tuple(sets),
+        points=tuple(points),
+    )
+
+
+def parse_document(raw: bytes, source: str) -> dict[str, Any]:
+    """Safe-load YAML and check the version before anything else."""
+    try:
+        document = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(f"{source}{where}: not valid YAML ({problem})") from None
+    if not isinstance(document, dict):
+        raise ScenarioError(f"{source}: a scenario is a YAML mapping, not {_kind(document)}")
+    if "version" not in document:
+        raise ScenarioError(f"version: missing; add 'version: {SUPPORTED_VERSION}' at the top")
+    version = document["version"]
+    if version != SUPPORTED_VERSION or isinstance(version, bool):
+        raise ScenarioError(
+            f"version: {version!r} is not supported; this trainscale reads version "
+            f"{SUPPORTED_VERSION} (see docs/scenarios.md), so write the file for "
+            f"version {SUPPORTED_VERSION} or upgrade trainscale"
+        )
+    return document
+
+
+# ------------------------------------------------------------------ --set PATH=VALUE
+
+
+def apply_set(document: dict[str, Any], item: str) -> None:
+    """Apply one `--set a.b.c=VALUE` override in place; VALUE is read as YAML."""
+    if "=" not in item:
+        raise ScenarioError(f"--set {item}: expected PATH=VALUE, e.g. cluster.hosts=4")
+    path, text = item.split("=", 1)
+    path = path.strip()
+    check_path(path, f"--set {path}")
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        raise ScenarioError(f"--set {path}: cannot read value {text!r} as YAML") from None
+    set_path(document, path, value)
+
+
+def set_path(document: dict[str, Any], path: str, value: Any) -> None:
+    """Set a dotted path in a nested mapping, creating mappings on the way."""
+    keys = path.split(".")
+    node = document
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {} if not isinstance(child, str) else {"base": child}
+            node[key] = child
+        node = child
+    node[keys[-1]] = copy.deepcopy(value)
+
+
+def check_path(path: str, what: str) -> None:
+    """Refuse a dotted path that names no field, suggesting the closest one."""
+    model: Any = ScenarioSpec
+    for depth, key in enumerate(path.split(".")):
+        if model is None:
+            return  # inside a free-form mapping (peak_flops, trials, keras ...)
+        if key not in model.model_fields:
+            prefix = ".".join(path.split(".")[:depth])
+            close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.5)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            where = f"{prefix}.{key}" if prefix else key
+            raise ScenarioError(f"{what}: unknown key '{where}'{hint}")
+        model = _submodel(model.model_fields[key].annotation)
+
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field holds (through Optional / Annotated), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _submodel(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _submodel(arg)
+            if found is not None:
+                return found
+    return None
+
+
+# ------------------------------------------------------------------ sweep
+
+
+def expand(document: Mapping[str, Any]) -> list[Point]:
+    """The cartesian product of `sweep`, in file order, each point validated."""
+    sweep = document.get("sweep") or {}
+    if not isinstance(sweep, dict):
+        raise ScenarioError(f"sweep: must map field paths to lists of values, not {_kind(sweep)}")
+    for key, values in sweep.items():
+        check_path(str(key), "sweep")
+        if not isinstance(values, list) or not values:
+            raise ScenarioError(f"sweep.{key}: must be a non-empty list of values, got {values!r}")
+    base = {k: v for k, v in document.items() if k != "sweep"}
+    keys = list(sweep)
+    points: list[Point] = []
+    seen: set[str] = set()
+    combos: Iterable[tuple[Any, ...]] = itertools.product(*(sweep[k] for k in keys))
+    for index, combo in enumerate(combos):
+        doc = copy.deepcopy(base)
+        for key, value in zip(keys, combo, strict=True):
+            set_path(doc, key, value)
+        values = dict(zip(keys, combo, strict=True))
+        point_id = _unique(point_id_for(values), seen)
+        context = f" (sweep point {point_id})" if keys else ""
+        spec = validate(doc, context)
+        points.append(Point(id=point_id, index=index, values=values, spec=spec))
+    return points
+
+
+def point_id_for(values: Mapping[str, Any]) -> str:
+    """A stable, file-name-safe id from the swept values: `hosts=4_strategy=allreduce-ring`."""
+    if not values:
+        return "base"
+    parts = [f"{key.rsplit('.', 1)[-1]}={_label(value)}" for key, value in values.items()]
+    return re.sub(r"[^A-Za-z0-9.=_-]+", "-", "_".join(parts))
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, dict):
+        return "-".join(_label(v) for v in value.values())
+    if isinstance(value, list):
+        return "-".join(_label(v) for v in value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value).replace(" ", "")
+
+
+def _unique(candidate: str, seen: set[str]) -> str:
+    point_id, n = candidate, 2
+    while point_id in seen:
+        point_id, n = f"{candidate}-{n}", n + 1
+    seen.add(point_id)
+    return point_id
+
+
+# ------------------------------------------------------------------ errors
+
+
+def validate(document: Mapping[str, Any], context: str = "") -> ScenarioSpec:
+    """Validate one document; turn the first pydantic error into one readable line."""
+    try:
+        return ScenarioSpec.model_validate(document)
+    except ValidationError as exc:
+        raise ScenarioError(format_error(exc, document) + context) from None
+
+
+def format_error(exc: ValidationError, document: Mapping[str, Any]) -> str:
+    """`path: problem (got VALUE)` for the first error, with a suggestion where known."""
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(err["loc"])
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, _LocatedError):
+        loc = loc + cause.loc
+    loc = tuple(part for part in loc if not _is_union_tag(part))
+    path = _dotted(loc) or "scenario"
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        parent = ScenarioSpec
+        for part in loc[:-1]:
+            if isinstance(part, int):
+                continue
+            sub = _submodel(parent.model_fields[part].annotation) if parent else None
+            parent = sub  # type: ignore[assignment]
+        known = list(parent.model_fields) if parent else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.5)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return f"{path}: unknown key{hint}"
+    if kind == "missing":
+        return f"{path}: required, but missing"
+    message = str(err["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    value = _lookup(document, loc)
+    shown = f" (got {value!r})" if value is not _MISSING and not isinstance(value, dict) else ""
+    return f"{path}: {message}{shown}"
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic inserts the member type's name into locs of union fields.
+    return isinstance(part, str) and (
+        part in {"ScheduledFailure", "RandomFailure"} or part.startswith("function-")
+    )
+
+
+def _dotted(loc: Sequence[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+_MISSING = object()
+
+
+def _lookup(document: Any, loc: Sequence[Any]) -> Any:
+    node = document
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            return _MISSING
+    return node
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else f"a {type(value).__name__}"

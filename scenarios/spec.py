@@ -1,0 +1,502 @@
+"""The scenario language, version 1, as pydantic models (`../shared/SCENARIO.md`).
+
+One declarative spec holds every default, bound and enum (STYLE.md rule 8). Validation
+turns catalog names into full entries and unit strings into SI floats, so a validated
+`ScenarioSpec` is frozen and fully resolved: seconds, bytes, bytes/s, FLOP, FLOP/s.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from . import catalog, keras_layers
+from .units import Kind, parse
+
+DType = Literal["float16", "bfloat16", "float32", "float64"]
+DTYPE_BYTES: dict[str, int] = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+COMPUTE_DTYPES = ("float64", "float32", "tf32", "float16", "bfloat16", "any")
+
+_EXAMPLES: dict[str, str] = {
+    "time": "10 us",
+    "bytes": "64 MiB",
+    "bandwidth": "25 Gbit/s",
+    "flops": "4.1 GFLOP",
+    "flop_rate": "15.7 TFLOP/s",
+    "count": "25.6e6",
+}
+
+
+def _quantity(kind: Kind, *, gt: float | None = None, ge: float | None = None) -> Any:
+    """An SI float field read from a unit string (or a plain number, for counts)."""
+
+    def convert(value: object) -> float:
+        x = parse(value, kind)
+        if gt is not None and not x > gt:
+            raise ValueError(f"must be greater than {gt:g}")
+        if ge is not None and not x >= ge:
+            raise ValueError(f"must be at least {ge:g}")
+        return x
+
+    schema: dict[str, Any] = {
+        "type": "string",
+        "description": f"{kind.replace('_', ' ')} with a unit",
+        "examples": [_EXAMPLES[kind]],
+    }
+    if kind == "count":
+        schema = {"type": ["number", "string"], "description": "a plain count", "examples": [25.6e6]}
+    return Annotated[float, BeforeValidator(convert), WithJsonSchema(schema)]
+
+
+Seconds = _quantity("time", ge=0)
+PositiveSeconds = _quantity("time", gt=0)
+Bytes = _quantity("bytes", ge=0)
+Bandwidth = _quantity("bandwidth", gt=0)
+Flops = _quantity("flops", ge=0)
+FlopRate = _quantity("flop_rate", gt=0)
+Count = _quantity("count", ge=0)
+
+
+def _catalog_ref(kind: catalog.CatalogKind) -> BeforeValidator:
+    return BeforeValidator(functools.partial(catalog.resolve, kind))
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors; validated objects are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- model
+
+
+class Layer(Strict):
+    """One layer with trainable parameters or compute, in input -> output order."""
+
+    name: str
+    params: Count = 0.0
+    flops: Flops = 0.0  # forward, per sample
+    backward_flops: Flops | None = None  # per sample; 2 x forward unless given
+
+
+class KerasSpec(BaseModel):
+    """What run-real builds: a builder name and its arguments (free-form per builder)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    builder: str
+
+
+class ModelSpec(Strict):
+    """A model: catalog name, or totals, or a per-layer table."""
+
+    name: str = "custom"
+    base: str | None = None
+    description: str = ""
+    params: Count | None = None
+    flops_per_sample: Flops | None = None
+    backward_flops_per_sample: Flops | None = None
+    dtype: DType = "float32"
+    input_shape: tuple[int, ...] | None = None
+    classes: int | None = Field(default=None, ge=1)
+    keras: KerasSpec | None = None
+    layers: tuple[Layer, ...] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _layers_from_builder(cls, data: Any) -> Any:
+        # mlp and small_cnn tables are computable without TensorFlow.
+        if isinstance(data, dict) and not data.get("layers") and data.get("params") is None:
+            spec = data.get("keras")
+            if isinstance(spec, dict) and spec.get("builder") in keras_layers.DEFAULT_SPECS:
+                full = {**keras_layers.DEFAULT_SPECS[spec["builder"]], **spec}
+                data = {**data, "keras": full, "layers": keras_layers.layer_table(full)}
+        return data
+
+    @model_validator(mode="after")
+    def _totals_agree(self) -> ModelSpec:
+        if self.layers:
+            if self.params is not None and not _close(self.params, self._sum("params")):
+                raise ValueError(
+                    f"params {self.params:.6g} disagrees with the sum of layers "
+                    f"{self._sum('params'):.6g}; give one or the other"
+                )
+            if self.flops_per_sample is not None and not _close(
+                self.flops_per_sample, self._sum("flops")
+            ):
+                raise ValueError(
+                    f"flops_per_sample {self.flops_per_sample:.6g} FLOP disagrees with the sum "
+                    f"of layers {self._sum('flops'):.6g} FLOP; give one or the other"
+                )
+        elif self.params is None:
+            raise ValueError(
+                "a model needs params, a layers table, a catalog name or a keras builder "
+                f"({', '.join(keras_layers.DEFAULT_SPECS)})"
+            )
+        return self
+
+    def _sum(self, field: str) -> float:
+        return float(sum(getattr(layer, field) for layer in self.layers or ()))
+
+    @property
+    def total_params(self) -> float:
+        return self._sum("params") if self.layers else float(self.params or 0.0)
+
+    @property
+    def bytes_per_param(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def gradient_bytes(self) -> float:
+        """Bytes of one full gradient (= one full copy of the parameters)."""
+        return self.total_params * self.bytes_per_param
+
+    @property
+    def has_flops(self) -> bool:
+        return bool(self.layers and self._sum("flops") > 0) or self.flops_per_sample is not None
+
+    def layer_table(self) -> tuple[tuple[str, float, float, float], ...]:
+        """(name, params, forward FLOP, backward FLOP) per layer, input -> output, per sample.
+
+        A model given by totals is one layer; backward is 2 x forward unless given.
+        """
+        if self.layers:
+            total_fwd = self._sum("flops")
+            rows = []
+            for layer in self.layers:
+                bwd = layer.backward_flops
+                if bwd is None:
+                    if self.backward_flops_per_sample is not None and total_fwd > 0:
+                        bwd = self.backward_flops_per_sample * layer.flops / total_fwd
+                    else:
+                        bwd = 2.0 * layer.flops
+                rows.append((layer.name, layer.params, layer.flops, bwd))
+            return tuple(rows)
+        fwd = self.flops_per_sample or 0.0
+        bwd = self.backward_flops_per_sample
+        return (("all", float(self.params or 0.0), fwd, 2.0 * fwd if bwd is None else bwd),)
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1.0)
+
+
+# ------------------------------------------------------------------------ hardware
+
+
+class DeviceSpec(Strict):
+    """One accelerator (one worker each): peak FLOP/s per dtype x efficiency, or measured."""
+
+    name: str = "custom"
+    base: str | None = None
+    description: str = ""
+    peak_flops: dict[str, FlopRate] | None = None
+    efficiency: Annotated[float, Field(gt=0, le=1)] | dict[
+        str, Annotated[float, Field(gt=0, le=1)]
+    ] = 0.5
+    memory: Bytes | None = None
+    memory_bandwidth: Bandwidth | None = None
+    samples_per_s: dict[str, Annotated[float, Field(gt=0)]] | None = None
+
+    @field_validator("peak_flops", mode="before")
+    @classmethod
+    def _one_figure_for_all(cls, value: Any) -> Any:
+        return {"any": value} if isinstance(value, str) else value
+
+    @field_validator("peak_flops", "efficiency")
+    @classmethod
+    def _known_dtypes(cls, value: Any) -> Any:
+        for key in value if isinstance(value, dict) else ():
+            if key not in COMPUTE_DTYPES:
+                raise ValueError(f"unknown dtype {key!r}; use one of {', '.join(COMPUTE_DTYPES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _needs_speed(self) -> DeviceSpec:
+        if not self.peak_flops and not self.samples_per_s:
+            raise ValueError("a device needs peak_flops (with efficiency) or samples_per_s")
+        return self
+
+    def compute_dtype(self, dtype: str) -> str:
+        """The arithmetic a model of `dtype` runs in: float32 runs as TF32 where the device
+        has it (TensorFlow's default for convolutions and matmuls on Ampere and newer)."""
+        if dtype == "float32" and "tf32" in (self.peak_flops or {}):
+            return "tf32"
+        return dtype
+
+    def peak_for(self, dtype: str) -> float | None:
+        """Datasheet peak for a compute dtype, or the figure given for all dtypes."""
+        table = self.peak_flops or {}
+        return table.get(dtype, table.get("any"))
+
+    def efficiency_for(self, dtype: str) -> float | None:
+        """Sustained fraction of peak for a compute dtype (one number serves all)."""
+        if isinstance(self.efficiency, dict):
+            return self.efficiency.get(dtype, self.efficiency.get("any"))
+        return self.efficiency
+
+
+class LinkSpec(Strict):
+    """A link between the devices of one host (per device, per direction)."""
+
+    name: str = "custom"
+    base: str | None = None
+    description: str = ""
+    bandwidth: Bandwidth
+    latency: Seconds = 0.0
+
+
+class NetworkSpec(Strict):
+    """Each host's NIC into one switch (per direction), and the switch's oversubscription."""
+
+    name: str = "custom"
+    base: str | None = None
+    description: str = ""
+    bandwidth: Bandwidth
+    latency: Seconds = 0.0
+    oversubscription: float = Field(default=1.0, ge=1.0)
+
+
+class ClusterSpec(Strict):
+    hosts: int = Field(default=1, ge=1)
+    devices_per_host: int = Field(default=1, ge=1)
+    device: Annotated[DeviceSpec, _catalog_ref("device")]
+    host_link: Annotated[LinkSpec, _catalog_ref("link")] = Field(
+        default="pcie3", validate_default=True
+    )
+    network: Annotated[NetworkSpec, _catalog_ref("network")] = Field(
+        default="25GbE", validate_default=True
+    )
+    profile: str | None = None
+
+    @property
+    def workers(self) -> int:
+        return self.hosts * self.devices_per_host
+
+
+# ------------------------------------------------------------------------ training
+
+
+class LearningRate(Strict):
+    base: float = Field(default=0.1, gt=0)
+    scaling: Literal["linear", "sqrt", "none"] = "linear"
+    warmup_epochs: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_number(cls, data: Any) -> Any:
+        return {"base": data} if isinstance(data, int | float) and not isinstance(data, bool) else data
+
+
+class TrainingSpec(Strict):
+    batch_per_worker: int = Field(default=32, ge=1)
+    steps: int = Field(default=100, ge=1)
+    warmup_steps: int = Field(default=5, ge=0)
+    data: Literal["synthetic", "digits"] = "synthetic"
+    learning_rate: LearningRate = LearningRate()
+
+
+_KIND_ONLY = {
+    "allreduce": ("algorithm", "fusion_buffer", "overlap"),
+    "parameter_server": (
+        "servers",
+        "placement",
+        "partition",
+        "local_aggregation",
+        "backup_workers",
+        "staleness",
+    ),
+    "independent": ("trials",),
+}
+
+
+class StrategySpec(Strict):
+    kind: Literal["allreduce", "parameter_server", "independent"] = "allreduce"
+    sync: bool = True
+    # allreduce
+    algorithm: Literal["ring", "hierarchical", "tree", "halving_doubling"] = "ring"
+    fusion_buffer: Bytes = Field(default=64 * 2**20, validate_default=False)
+    overlap: bool = True
+    # parameter_server
+    servers: int = Field(default=1, ge=1)
+    placement: Literal["dedicated", "colocated"] = "dedicated"
+    partition: Literal["round_robin", "greedy", "sliced"] = "round_robin"
+    local_aggregation: bool = False
+    backup_workers: int = Field(default=0, ge=0)
+    staleness: int | None = Field(default=None, ge=0)
+    # independent
+    trials: dict[str, Annotated[list[Any], Field(min_length=1)]] | None = None
+
+    @model_validator(mode="after")
+    def _fields_fit_kind(self) -> StrategySpec:
+        for kind, fields in _KIND_ONLY.items():
+            if kind == self.kind:
+                continue
+            for field in fields:
+                if field in self.model_fields_set and not (
+                    field == "staleness" and self.kind == "allreduce"
+                ):
+                    raise ValueError(f"'{field}' applies to kind {kind} only, not {self.kind}")
+        if self.kind == "independent" and not self.trials:
+            raise ValueError("kind independent needs 'trials' (a mapping of lists)")
+        if self.sync and "staleness" in self.model_fields_set and self.staleness is not None:
+            raise ValueError("'staleness' applies to asynchronous training (sync: false) only")
+        return self
+
+
+# ----------------------------------------------------------- stragglers, failures
+
+
+class SlowWorkers(Strict):
+    workers: tuple[Annotated[int, Field(ge=0)], ...] = Field(min_length=1)
+    factor: float = Field(gt=0)
+
+
+class Transient(Strict):
+    probability: float = Field(ge=0, le=1)
+    delay: Seconds
+
+
+class StragglerSpec(Strict):
+    jitter: float = Field(default=0.0, ge=0)  # coefficient of variation, lognormal
+    slow: tuple[SlowWorkers, ...] = ()
+    transient: Transient | None = None
+
+
+class ScheduledFailure(Strict):
+    role: Literal["worker", "ps", "chief"]
+    index: int = Field(default=0, ge=0)
+    at_step: int | None = Field(default=None, ge=0)
+    at_time: Seconds | None = None
+    downtime: Seconds = 0.0
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> ScheduledFailure:
+        if (self.at_step is None) == (self.at_time is None):
+            raise ValueError("give exactly one of at_step or at_time")
+        return self
+
+
+class RandomFailureParams(Strict):
+    mtbf_per_host: PositiveSeconds
+    downtime: Seconds = 0.0
+    roles: tuple[Literal["worker", "ps", "chief"], ...] = ("worker", "ps", "chief")
+
+
+class RandomFailure(Strict):
+    random: RandomFailureParams
+
+
+def _failure_kind(value: Any) -> Any:
+    if isinstance(value, dict) and "random" in value:
+        return RandomFailure.model_validate(value)
+    return value
+
+
+FailureSpec = Annotated[ScheduledFailure | RandomFailure, BeforeValidator(_failure_kind)]
+
+
+class CheckpointSpec(Strict):
+    every_steps: int | None = Field(default=None, ge=1)
+    write_bandwidth: Bandwidth = Field(default="1 GB/s", validate_default=True)
+    restart_overhead: Seconds = Field(default="30 s", validate_default=True)
+
+
+# ------------------------------------------------------------------ backends
+
+
+class SimSpec(Strict):
+    network_model: Literal["flow", "analytical"] = "flow"
+    replications: int = Field(default=1, ge=1)
+
+
+class RealSpec(Strict):
+    engine: Literal["local", "spark"] = "local"
+    device: Literal["cpu", "gpu"] = "cpu"
+    timeout: PositiveSeconds = Field(default="15 min", validate_default=True)
+
+
+# ------------------------------------------------------------------ the file
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ScenarioSpec(Strict):
+    """One scenario document (for one sweep point, or the file before its sweep)."""
+
+    version: Literal[1]
+    name: str
+    description: str = ""
+    seed: int = Field(default=0, ge=0)
+    model: Annotated[ModelSpec, _catalog_ref("model")]
+    cluster: ClusterSpec
+    training: TrainingSpec = TrainingSpec()
+    strategy: StrategySpec = StrategySpec()
+    stragglers: StragglerSpec = StragglerSpec()
+    failures: tuple[FailureSpec, ...] = ()
+    checkpoint: CheckpointSpec = CheckpointSpec()
+    sweep: dict[str, Annotated[list[Any], Field(min_length=1)]] = {}
+    sim: SimSpec = SimSpec()
+    real: RealSpec = RealSpec()
+
+    @field_validator("name")
+    @classmethod
+    def _file_name_safe(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError("use letters, digits, '.', '_' and '-' (it names files)")
+        return value
+
+    @model_validator(mode="after")
+    def _indices_in_range(self) -> ScenarioSpec:
+        workers = self.cluster.workers
+        for i, slow in enumerate(self.stragglers.slow):
+            for w in slow.workers:
+                if w >= workers:
+                    raise _LocatedError(
+                        ("stragglers", "slow", i, "workers"),
+                        f"worker {w} does not exist ({workers} workers: 0..{workers - 1})",
+                    )
+        ps = self.strategy.kind == "parameter_server"
+        for i, failure in enumerate(self.failures):
+            if isinstance(failure, RandomFailure):
+                continue
+            if failure.role == "worker" and failure.index >= workers:
+                raise _LocatedError(
+                    ("failures", i, "index"), f"worker {failure.index} does not exist"
+                )
+            if failure.role == "ps" and not ps:
+                raise _LocatedError(
+                    ("failures", i, "role"), "role ps needs strategy kind parameter_server"
+                )
+            if failure.role == "ps" and failure.index >= self.strategy.servers:
+                raise _LocatedError(
+                    ("failures", i, "index"), f"parameter server {failure.index} does not exist"
+                )
+        if ps and self.strategy.backup_workers >= workers:
+            raise _LocatedError(
+                ("strategy", "backup_workers"),
+                f"{self.strategy.backup_workers} backup workers need more than {workers} workers",
+            )
+        return self
+
+    @property
+    def workers(self) -> int:
+        return self.cluster.workers
+
+
+class _LocatedError(ValueError):
+    """A cross-field error that knows which field it is about."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str):
+        super().__init__(message)
+        self.loc = loc

@@ -1,0 +1,109 @@
+"""Dimensioned values in scenario files, parsed by pint into SI floats.
+
+Inside trainscale every number is an SI float: seconds, bytes, bytes/s, FLOP, FLOP/s.
+Files carry explicit unit strings (`25 Gbit/s`, `64 MiB`, `10 us`). A bare number where a
+unit is needed is refused, because bits versus bytes is the classic mistake.
+
+pint treats bits and bytes as dimensionless; this registry gives them their own dimension
+(`[information]`) so that `64 MiB` can never be read as a plain count, and adds `FLOP`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import Literal
+
+import pint
+
+Kind = Literal["time", "bytes", "bandwidth", "flops", "flop_rate", "count"]
+
+#: The pint dimensionality each kind must have, and the SI unit it is converted to.
+_KINDS: dict[str, tuple[str, str, str]] = {
+    # kind: (dimensionality, SI unit, example)
+    "time": ("[time]", "s", "10 us"),
+    "bytes": ("[information]", "B", "64 MiB"),
+    "bandwidth": ("[information] / [time]", "B/s", "25 Gbit/s"),
+    "flops": ("[flop]", "FLOP", "4.1 GFLOP"),
+    "flop_rate": ("[flop] / [time]", "FLOP/s", "15.7 TFLOP/s"),
+    "count": ("dimensionless", "", "25.6e6"),
+}
+
+
+@functools.cache
+def registry() -> pint.UnitRegistry:
+    """pint's default definitions with bit as a dimension of its own, plus FLOP."""
+    here = os.path.dirname(pint.__file__)
+    lines: list[str] = []
+    with open(os.path.join(here, "default_en.txt"), encoding="utf-8") as f:
+        for line in f.read().splitlines():
+            if line.strip() == "@import constants_en.txt":
+                # load_definitions(list) cannot follow @import: inline the file instead.
+                with open(os.path.join(here, "constants_en.txt"), encoding="utf-8") as c:
+                    lines.extend(c.read().splitlines())
+            elif line.strip() == "bit = []":
+                lines.append("bit = [information]")
+            else:
+                lines.append(line)
+    lines.append("FLOP = [flop] = flop")
+    ureg = pint.UnitRegistry(None)
+    ureg.load_definitions(lines)
+    ureg._build_cache()  # noqa: SLF001 - load_definitions does not build it by itself
+    return ureg
+
+
+def parse(value: object, kind: Kind) -> float:
+    """Return `value` as an SI float of the given kind; raise ValueError with a hint.
+
+    Strings are parsed with pint; plain numbers are accepted only for counts.
+    """
+    dim, si_unit, example = _KINDS[kind]
+    if isinstance(value, bool):
+        raise ValueError(f"expected a {kind.replace('_', ' ')} such as '{example}'")
+    if isinstance(value, int | float):
+        if kind == "count":
+            return _finite(float(value), example)
+        raise ValueError(
+            f"a bare number needs a unit here, e.g. '{value} {example.split(' ', 1)[1]}'"
+        )
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string with a unit such as '{example}'")
+    ureg = registry()
+    try:
+        q = ureg.Quantity(value.strip())
+    except (pint.errors.PintError, ValueError, TypeError, AttributeError, SyntaxError) as exc:
+        raise ValueError(f"cannot read units ({exc}); write it like '{example}'") from None
+    if kind == "count":
+        if not q.dimensionless:
+            raise ValueError(f"expected a plain count such as '{example}', not {q.units:~}")
+        return _finite(float(q.to("dimensionless").magnitude), example)
+    if q.dimensionality != ureg.get_dimensionality(dim):
+        hint = " ('Gb' is the gilbert: write 'Gbit')" if "gilbert" in str(q.units) else ""
+        raise ValueError(f"expected a {kind.replace('_', ' ')} such as '{example}'{hint}")
+    return _finite(float(q.to(si_unit).magnitude), example)
+
+
+def _finite(x: float, example: str) -> float:
+    if not math.isfinite(x):
+        raise ValueError(f"must be a finite number such as '{example}'")
+    return x
+
+
+def fmt(value: float, kind: Kind) -> str:
+    """Format an SI float back into a readable unit string (for messages and docs)."""
+    if kind == "time":
+        for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+            if abs(value) >= scale or unit == "ns":
+                return f"{value / scale:.4g} {unit}"
+    if kind == "bytes":
+        for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0)):
+            if abs(value) >= scale or unit == "B":
+                return f"{value / scale:.4g} {unit}"
+    if kind == "bandwidth":
+        return f"{value * 8 / 1e9:.4g} Gbit/s"
+    if kind == "flops":
+        return f"{value / 1e9:.4g} GFLOP"
+    if kind == "flop_rate":
+        return f"{value / 1e12:.4g} TFLOP/s"
+    return f"{value:.6g}"

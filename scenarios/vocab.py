@@ -1,0 +1,75 @@
+"""One vocabulary for sim and real (STYLE.md rule 12): phases, columns, file names.
+
+Both backends import these names, so a report cannot tell the sources apart.
+"""
+
+from __future__ import annotations
+
+# Phases of a worker's timeline (trace events and time accounting).
+COMPUTE = "compute"
+PUSH = "push"
+PULL = "pull"
+ALLREDUCE = "allreduce"
+WAIT = "wait"
+CHECKPOINT = "checkpoint"
+RECOVER = "recover"
+PHASES = (COMPUTE, PUSH, PULL, ALLREDUCE, WAIT, CHECKPOINT, RECOVER)
+
+RESULTS_FILE = "results.csv"
+STEPS_FILE = "steps.csv"
+META_FILE = "meta.json"
+
+
+def trace_file(point_id: str) -> str:
+    return f"trace-{point_id}.json"
+
+
+#: results.csv, one row per sweep point, in this column order (SCENARIO.md, "Result files").
+RESULT_COLUMNS = (
+    "point",
+    "backend",
+    "scenario",
+    "model",
+    "strategy",
+    "algorithm",
+    "sync",
+    "workers",
+    "servers",
+    "batch_per_worker",
+    "steps",
+    "step_time_mean_s",
+    "step_time_p50_s",
+    "step_time_p99_s",
+    "step_time_jitter_s",
+    "throughput_samples_per_s",
+    "scaling_efficiency",
+    "compute_time_frac",
+    "comm_time_frac",
+    "wait_time_frac",
+    "bytes_on_network",
+    "max_staleness",
+    "mean_staleness",
+    "dropped_gradients",
+    "failures",
+    "lost_steps",
+    "recovery_time_s",
+    "checkpoint_time_s",
+    "training_time_s",
+    "wall_time_s",
+)
+
+#: Columns that measure the machine running the command, not the training: dropped when
+#: comparing runs for determinism or against golden files.
+WALL_CLOCK_COLUMNS = ("wall_time_s",)
+
+#: steps.csv, one row per (point, worker, step). Times in seconds from the run's start.
+STEP_COLUMNS = (
+    "point",
+    "worker",
+    "step",
+    "warmup",
+    "start_s",
+    "compute_end_s",
+    "comm_end_s",
+    "end_s",
+)

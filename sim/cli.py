@@ -1,0 +1,130 @@
+"""`simulate FILE [--out DIR] [--set PATH=VALUE ...] [--trace] [--jobs N]`.
+
+The command line owns the terminal: a progress bar over sweep points on stderr, a summary
+table on stdout. Bad input is one line on stderr and exit status 2, with nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from scenarios import UserError, load
+from scenarios.results import provenance, write_run
+
+from .runner import PointResult, run
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # one line and exit 2, like every other bad input
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(
+        prog="simulate",
+        description="Predict how a training scenario scales, with a discrete-event simulation.",
+    )
+    parser.add_argument("scenario", metavar="FILE", help="scenario YAML file (version 1)")
+    parser.add_argument("--out", metavar="DIR", help="output directory (default runs/<name>/sim)")
+    parser.add_argument(
+        "--set",
+        metavar="PATH=VALUE",
+        action="append",
+        default=[],
+        dest="sets",
+        help="override a field, e.g. --set cluster.hosts=4 (VALUE is YAML); repeatable",
+    )
+    parser.add_argument("--trace", action="store_true", help="write a Chrome trace per point")
+    parser.add_argument("--jobs", metavar="N", type=int, default=1,
+                        help="simulate N points in parallel (default 1)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+    return parser
+
+
+def summary_table(results: pd.DataFrame) -> str:
+    """The terminal summary: one line per point."""
+    headers = ["point", "workers", "strategy", "step time", "samples/s", "scaling eff",
+               "comm share"]
+    rows = []
+    for r in results.itertuples():
+        strategy = r.strategy if not r.algorithm else f"{r.strategy}/{r.algorithm}"
+        if r.strategy == "parameter_server":
+            strategy = f"ps x{r.servers} {r.placement}/{r.partition}"
+        rows.append([
+            str(r.point),
+            str(r.workers),
+            strategy,
+            f"{r.step_time_mean_s * 1e3:.1f} ms",
+            f"{r.throughput_samples_per_s:,.0f}",
+            f"{r.scaling_efficiency:.1%}",
+            f"{r.comm_time_frac:.1%}",
+        ])
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    right = {1, 3, 4, 5, 6}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(row) for row in rows]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    started = time.perf_counter()
+    try:
+        if args.jobs < 1:
+            raise UserError(f"--jobs: must be at least 1, got {args.jobs}")
+        scenario = load(args.scenario, args.sets)
+        out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "sim"
+        if out_dir.exists() and not out_dir.is_dir():
+            raise UserError(f"--out: {out_dir} exists and is not a directory")
+        bar = None
+        if not args.quiet:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(scenario.points), unit="point", desc=scenario.name,
+                       file=sys.stderr, disable=None, leave=False)
+
+        def advance(done: PointResult) -> None:
+            if bar is not None:
+                bar.set_postfix_str(done.point_id, refresh=False)
+                bar.update(1)
+
+        result = run(scenario, jobs=args.jobs, trace=args.trace, progress=advance)
+        if bar is not None:
+            bar.close()
+    except UserError as exc:
+        print(f"simulate: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("simulate: interrupted; nothing written", file=sys.stderr)
+        return 130
+    results = result.results
+    meta = provenance(
+        scenario,
+        "sim",
+        {"wall_time_s": time.perf_counter() - started, "jobs": args.jobs,
+         "cwd": os.getcwd()},
+    )
+    write_run(out_dir, results, result.steps, meta, result.traces)
+    if not args.quiet:
+        print(summary_table(results))
+        print(f"\nwrote {out_dir}/ ({len(results)} points)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Compute: per-layer forward and backward times, and gradient buckets.
+
+A layer's time is batch x FLOP / (peak(dtype) x efficiency), or, where the device gives a
+measured `samples_per_s` for the model, the measured step time split over the layers in
+proportion to their FLOPs. Gradients become ready layer by layer in reverse order during
+backward; `fusion_buffer` groups them into buckets (Horovod tensor fusion): a bucket closes
+once it holds at least that many bytes, and is ready when its last (closest to the input)
+layer's backward is done. `fusion_buffer: 0` means one bucket per tensor (layer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scenarios.errors import ScenarioError
+from scenarios.spec import ScenarioSpec
+
+
+@dataclass(frozen=True)
+class Bucket:
+    index: int
+    first_layer: str  # closest to the output: its gradient is ready first
+    last_layer: str
+    nbytes: float
+    ready_s: float  # seconds after the step starts, before jitter
+
+
+class ComputeModel:
+    """Per-layer compute times of one worker for one step (batch_per_worker samples)."""
+
+    def __init__(self, spec: ScenarioSpec):
+        model, device = spec.model, spec.cluster.device
+        batch = spec.training.batch_per_worker
+        table = model.layer_table()
+        self.names = [row[0] for row in table]
+        self.params = np.array([row[1] for row in table], dtype=float)
+        fwd = np.array([row[2] for row in table], dtype=float)
+        bwd = np.array([row[3] for row in table], dtype=float)
+        measured = (device.samples_per_s or {}).get(model.name)
+        if measured is None and model.base is not None:
+            measured = (device.samples_per_s or {}).get(model.base)
+        if measured is not None:
+            step = batch / measured
+            total = fwd.sum() + bwd.sum()
+            if total > 0:
+                fwd, bwd = fwd / total * step, bwd / total * step
+            else:  # no FLOP table: backward = 2 x forward, spread by parameters
+                weight = self.params / self.params.sum() if self.params.sum() > 0 else 1.0
+                fwd, bwd = weight * step / 3, weight * 2 * step / 3
+            self.source = f"measured {measured:g} samples/s"
+        else:
+            dtype = device.compute_dtype(model.dtype)
+            peak = device.peak_for(dtype)
+            if peak is None:
+                raise ScenarioError(
+                    f"cluster.device.peak_flops: no figure for dtype {dtype} "
+                    f"(device {device.name}); add one or give samples_per_s"
+                )
+            efficiency = device.efficiency_for(dtype)
+            if efficiency is None:
+                raise ScenarioError(
+                    f"cluster.device.efficiency: no figure for dtype {dtype} "
+                    f"(device {device.name}); add one"
+                )
+            if fwd.sum() <= 0:
+                raise ScenarioError(
+                    f"model.flops_per_sample: unknown for model {model.name}; give it, a layers "
+                    "table, or cluster.device.samples_per_s"
+                )
+            rate = peak * efficiency
+            fwd, bwd = fwd * batch / rate, bwd * batch / rate
+            self.source = f"{dtype} peak {peak / 1e12:g} TFLOP/s x efficiency {efficiency:g}"
+        self.forward_s = fwd
+        self.backward_s = bwd
+        self.bytes_per_param = model.bytes_per_param
+
+    @property
+    def step_s(self) -> float:
+        """Forward + backward time of one step, without jitter."""
+        return float(self.forward_s.sum() + self.backward_s.sum())
+
+    def buckets(self, fusion_buffer: float, overlap: bool) -> list[Bucket]:
+        """Gradient buckets in the order they become ready (output layer first)."""
+        done = float(self.forward_s.sum())
+        out: list[Bucket] = []
+        size, first, last, ready = 0.0, "", "", 0.0
+        for i in reversed(range(len(self.names))):
+            done += float(self.backward_s[i])
+            nbytes = float(self.params[i]) * self.bytes_per_param
+            if nbytes <= 0:
+                continue
+            first = first or self.names[i]
+            size, last, ready = size + nbytes, self.names[i], done
+            if size >= fusion_buffer:
+                out.append(Bucket(len(out), first, last, size, ready))
+                size, first = 0.0, ""
+        if size > 0:
+            out.append(Bucket(len(out), first, last, size, ready))
+        if not overlap:
+            end = self.step_s
+            out = [Bucket(b.index, b.first_layer, b.last_layer, b.nbytes, end) for b in out]
+        return out

@@ -1,0 +1,96 @@
+"""Where every endpoint sits and which links a message between two endpoints crosses.
+
+Endpoints (integer node ids):
+  * workers 0..N-1, worker w on host w // devices_per_host (one device each);
+  * one CPU per worker host, N + h: where colocated parameter servers run;
+  * dedicated parameter servers N + H + j, each alone on a host of its own.
+
+Links (each one direction of a full-duplex port; capacity in bytes/s):
+  * a device's port into its host fabric, out and in (`host_link`), and the host CPU's;
+  * each host's NIC, out and in (`network`);
+  * the switch core, shared by every inter-host message, when `oversubscription` > 1:
+    capacity = (all hosts' NIC bandwidth) / oversubscription.
+Inside a host a message crosses the sender's out-port and the receiver's in-port; between
+hosts it crosses the sender host's NIC out, the core (if any) and the receiver host's NIC in.
+The PCIe hop from a device to its NIC is not modelled: the NIC is the narrower of the two for
+every catalog pairing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scenarios.spec import ClusterSpec
+
+#: paths have at most this many links (NIC out, core, NIC in)
+MAX_PATH = 3
+
+
+@dataclass(frozen=True)
+class Route:
+    links: tuple[int, ...]
+    latency: float  # seconds per message
+    inter_host: bool
+
+
+class Topology:
+    """Endpoints, links and routes of one simulated cluster."""
+
+    def __init__(self, cluster: ClusterSpec, dedicated_servers: int = 0):
+        self.hosts = cluster.hosts
+        self.devices_per_host = cluster.devices_per_host
+        self.workers = cluster.workers
+        self.dedicated_servers = dedicated_servers
+        n, h = self.workers, self.hosts
+        self.n_nodes = n + h + dedicated_servers
+        # host of every node; dedicated servers get hosts h .. h + servers - 1
+        self.host_of = np.concatenate(
+            [np.arange(n) // self.devices_per_host, np.arange(h), h + np.arange(dedicated_servers)]
+        ).astype(np.int64)
+        all_hosts = h + dedicated_servers
+        fabric = cluster.host_link.bandwidth
+        nic = cluster.network.bandwidth
+        # link layout: [port out | port in] for the n + h fabric ports, then NICs, then core
+        ports = n + h
+        self._port_out = 0
+        self._port_in = ports
+        self._nic_out = 2 * ports
+        self._nic_in = 2 * ports + all_hosts
+        capacity = [fabric] * (2 * ports) + [nic] * (2 * all_hosts)
+        self.core: int | None = None
+        if cluster.network.oversubscription > 1:
+            self.core = len(capacity)
+            capacity.append(all_hosts * nic / cluster.network.oversubscription)
+        self.capacity = np.asarray(capacity, dtype=float)
+        self.fabric_latency = cluster.host_link.latency
+        self.network_latency = cluster.network.latency
+        self._cache: dict[tuple[int, int], Route] = {}
+
+    def worker(self, w: int) -> int:
+        return w
+
+    def host_cpu(self, host: int) -> int:
+        return self.workers + host
+
+    def server(self, j: int) -> int:
+        return self.workers + self.hosts + j
+
+    def route(self, src: int, dst: int) -> Route:
+        """Links and per-message latency from src to dst (src != dst)."""
+        key = (src, dst)
+        route = self._cache.get(key)
+        if route is None:
+            route = self._cache[key] = self._route(src, dst)
+        return route
+
+    def _route(self, src: int, dst: int) -> Route:
+        hs, hd = int(self.host_of[src]), int(self.host_of[dst])
+        if hs == hd:
+            return Route((self._port_out + src, self._port_in + dst), self.fabric_latency, False)
+        links = [self._nic_out + hs]
+        if self.core is not None:
+            links.append(self.core)
+        links.append(self._nic_in + hd)
+        return Route(tuple(links), self.network_latency, True)
