@@ -74,10 +74,10 @@ def resolve(kind: CatalogKind, value: Any) -> Any:
             raise ValueError(f"'base' must be a catalog name, not {base!r}")
         merged = entry(kind, base)
         overrides = dict(value)
-        if kind == "model" and ({"params", "flops_per_sample"} & overrides.keys()):
+        totals = {"params", "flops_per_sample"} & overrides.keys()
+        if kind == "model" and totals and "layers" not in overrides:
             # The entry's layer table no longer adds up to the overridden totals.
-            if "layers" not in overrides:
-                merged.pop("layers", None)
+            merged.pop("layers", None)
         if "name" not in overrides and len(overrides) > 1:
             merged["name"] = base  # an override keeps the entry's name unless renamed
         merged.update(overrides)

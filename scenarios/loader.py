@@ -192,6 +192,7 @@ def expand(document: Mapping[str, Any]) -> list[Point]:
             raise ScenarioError(f"sweep.{key}: must be a non-empty list of values, got {values!r}")
     base = {k: v for k, v in document.items() if k != "sweep"}
     keys = list(sweep)
+    varying = {key: _varying(sweep[key]) for key in keys}
     points: list[Point] = []
     seen: set[str] = set()
     combos: Iterable[tuple[Any, ...]] = itertools.product(*(sweep[k] for k in keys))
@@ -200,19 +201,34 @@ def expand(document: Mapping[str, Any]) -> list[Point]:
         for key, value in zip(keys, combo, strict=True):
             set_path(doc, key, value)
         values = dict(zip(keys, combo, strict=True))
-        point_id = _unique(point_id_for(values), seen)
+        point_id = _unique(point_id_for(values, varying), seen)
         context = f" (sweep point {point_id})" if keys else ""
         spec = validate(doc, context)
         points.append(Point(id=point_id, index=index, values=values, spec=spec))
     return points
 
 
-def point_id_for(values: Mapping[str, Any]) -> str:
-    """A stable, file-name-safe id from the swept values: `hosts=4_strategy=allreduce-ring`."""
+def point_id_for(values: Mapping[str, Any], varying: Mapping[str, set[str]] | None = None) -> str:
+    """A stable, file-name-safe id from the swept values: `hosts=4_strategy=allreduce-ring`.
+
+    For a swept mapping only the fields that differ between its values are named.
+    """
     if not values:
         return "base"
-    parts = [f"{key.rsplit('.', 1)[-1]}={_label(value)}" for key, value in values.items()]
+    parts = []
+    for key, value in values.items():
+        keep = (varying or {}).get(key)
+        if isinstance(value, dict) and keep is not None:
+            value = {k: v for k, v in value.items() if k in keep} or value
+        parts.append(f"{key.rsplit('.', 1)[-1]}={_label(value)}")
     return re.sub(r"[^A-Za-z0-9.=_-]+", "-", "_".join(parts))
+
+
+def _varying(values: list[Any]) -> set[str]:
+    """Keys whose values differ between the mappings of one sweep list."""
+    mappings = [v for v in values if isinstance(v, dict)]
+    keys = {k for m in mappings for k in m}
+    return {k for k in keys if len({repr(m.get(k)) for m in mappings}) > 1}
 
 
 def _label(value: Any) -> str:
@@ -255,13 +271,13 @@ def format_error(exc: ValidationError, document: Mapping[str, Any]) -> str:
     path = _dotted(loc) or "scenario"
     kind = err["type"]
     if kind == "extra_forbidden":
-        parent = ScenarioSpec
+        parent: type[BaseModel] | None = ScenarioSpec
         for part in loc[:-1]:
-            if isinstance(part, int):
+            if isinstance(part, int) or parent is None:
                 continue
-            sub = _submodel(parent.model_fields[part].annotation) if parent else None
-            parent = sub  # type: ignore[assignment]
-        known = list(parent.model_fields) if parent else []
+            field_info = parent.model_fields.get(str(part))
+            parent = _submodel(field_info.annotation) if field_info else None
+        known = list(parent.model_fields) if parent is not None else []
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.5)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         return f"{path}: unknown key{hint}"
@@ -296,9 +312,13 @@ _MISSING = object()
 def _lookup(document: Any, loc: Sequence[Any]) -> Any:
     node = document
     for part in loc:
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+        if (
+            isinstance(node, dict)
+            and part in node
+            or isinstance(node, list)
+            and isinstance(part, int)
+            and part < len(node)
+        ):
             node = node[part]
         else:
             return _MISSING

@@ -23,8 +23,18 @@ import pandas as pd
 from . import vocab
 from .loader import Scenario
 
-PACKAGES = ("trainscale", "simpy", "numpy", "pandas", "pydantic", "pint", "PyYAML", "tensorflow",
-            "tensorflow-cpu", "keras")
+PACKAGES = (
+    "trainscale",
+    "simpy",
+    "numpy",
+    "pandas",
+    "pydantic",
+    "pint",
+    "PyYAML",
+    "tensorflow",
+    "tensorflow-cpu",
+    "keras",
+)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -91,10 +101,19 @@ def git_commit() -> str:
     """The commit of the trainscale source tree, '+dirty' if it has local changes."""
     here = Path(__file__).resolve().parent.parent
     try:
-        head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
@@ -110,7 +129,9 @@ def versions() -> dict[str, str]:
     return out
 
 
-def provenance(scenario: Scenario, backend: str, extra: Mapping[str, Any] = ()) -> dict[str, Any]:
+def provenance(
+    scenario: Scenario, backend: str, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """meta.json: scenario hash and text, resolved points, seed, commit, versions, machine."""
     return {
         "backend": backend,
@@ -136,5 +157,5 @@ def provenance(scenario: Scenario, backend: str, extra: Mapping[str, Any] = ()) 
         },
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": sys.argv,
-        **dict(extra),
+        **dict(extra or {}),
     }

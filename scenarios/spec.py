@@ -38,8 +38,8 @@ _EXAMPLES: dict[str, str] = {
 }
 
 
-def _quantity(kind: Kind, *, gt: float | None = None, ge: float | None = None) -> Any:
-    """An SI float field read from a unit string (or a plain number, for counts)."""
+def _convert(kind: Kind, gt: float | None = None, ge: float | None = None) -> BeforeValidator:
+    """A validator reading an SI float from a unit string (or a plain number, for counts)."""
 
     def convert(value: object) -> float:
         x = parse(value, kind)
@@ -49,23 +49,30 @@ def _quantity(kind: Kind, *, gt: float | None = None, ge: float | None = None) -
             raise ValueError(f"must be at least {ge:g}")
         return x
 
-    schema: dict[str, Any] = {
-        "type": "string",
-        "description": f"{kind.replace('_', ' ')} with a unit",
-        "examples": [_EXAMPLES[kind]],
-    }
+    return BeforeValidator(convert)
+
+
+def _schema(kind: Kind) -> WithJsonSchema:
     if kind == "count":
-        schema = {"type": ["number", "string"], "description": "a plain count", "examples": [25.6e6]}
-    return Annotated[float, BeforeValidator(convert), WithJsonSchema(schema)]
+        return WithJsonSchema(
+            {"type": ["number", "string"], "description": "a plain count", "examples": [25.6e6]}
+        )
+    return WithJsonSchema(
+        {
+            "type": "string",
+            "description": f"{kind.replace('_', ' ')} with a unit",
+            "examples": [_EXAMPLES[kind]],
+        }
+    )
 
 
-Seconds = _quantity("time", ge=0)
-PositiveSeconds = _quantity("time", gt=0)
-Bytes = _quantity("bytes", ge=0)
-Bandwidth = _quantity("bandwidth", gt=0)
-Flops = _quantity("flops", ge=0)
-FlopRate = _quantity("flop_rate", gt=0)
-Count = _quantity("count", ge=0)
+Seconds = Annotated[float, _convert("time", ge=0), _schema("time")]
+PositiveSeconds = Annotated[float, _convert("time", gt=0), _schema("time")]
+Bytes = Annotated[float, _convert("bytes", ge=0), _schema("bytes")]
+Bandwidth = Annotated[float, _convert("bandwidth", gt=0), _schema("bandwidth")]
+Flops = Annotated[float, _convert("flops", ge=0), _schema("flops")]
+FlopRate = Annotated[float, _convert("flop_rate", gt=0), _schema("flop_rate")]
+Count = Annotated[float, _convert("count", ge=0), _schema("count")]
 
 
 def _catalog_ref(kind: catalog.CatalogKind) -> BeforeValidator:
@@ -201,9 +208,9 @@ class DeviceSpec(Strict):
     base: str | None = None
     description: str = ""
     peak_flops: dict[str, FlopRate] | None = None
-    efficiency: Annotated[float, Field(gt=0, le=1)] | dict[
-        str, Annotated[float, Field(gt=0, le=1)]
-    ] = 0.5
+    efficiency: (
+        Annotated[float, Field(gt=0, le=1)] | dict[str, Annotated[float, Field(gt=0, le=1)]]
+    ) = 0.5
     memory: Bytes | None = None
     memory_bandwidth: Bandwidth | None = None
     samples_per_s: dict[str, Annotated[float, Field(gt=0)]] | None = None
@@ -295,7 +302,9 @@ class LearningRate(Strict):
     @model_validator(mode="before")
     @classmethod
     def _plain_number(cls, data: Any) -> Any:
-        return {"base": data} if isinstance(data, int | float) and not isinstance(data, bool) else data
+        return (
+            {"base": data} if isinstance(data, int | float) and not isinstance(data, bool) else data
+        )
 
 
 class TrainingSpec(Strict):

@@ -47,7 +47,7 @@ def registry() -> pint.UnitRegistry:
             else:
                 lines.append(line)
     lines.append("FLOP = [flop] = flop")
-    ureg = pint.UnitRegistry(None)
+    ureg: pint.UnitRegistry = pint.UnitRegistry(None)
     ureg.load_definitions(lines)
     ureg._build_cache()  # noqa: SLF001 - load_definitions does not build it by itself
     return ureg
@@ -71,7 +71,7 @@ def parse(value: object, kind: Kind) -> float:
         raise ValueError(f"expected a string with a unit such as '{example}'")
     ureg = registry()
     try:
-        q = ureg.Quantity(value.strip())
+        q: pint.Quantity = ureg.Quantity(value.strip())
     except (pint.errors.PintError, ValueError, TypeError, AttributeError, SyntaxError) as exc:
         raise ValueError(f"cannot read units ({exc}); write it like '{example}'") from None
     if kind == "count":

@@ -44,36 +44,50 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a field, e.g. --set cluster.hosts=4 (VALUE is YAML); repeatable",
     )
     parser.add_argument("--trace", action="store_true", help="write a Chrome trace per point")
-    parser.add_argument("--jobs", metavar="N", type=int, default=1,
-                        help="simulate N points in parallel (default 1)")
+    parser.add_argument(
+        "--jobs", metavar="N", type=int, default=1, help="simulate N points in parallel (default 1)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no table")
     return parser
 
 
 def summary_table(results: pd.DataFrame) -> str:
     """The terminal summary: one line per point."""
-    headers = ["point", "workers", "strategy", "step time", "samples/s", "scaling eff",
-               "comm share"]
-    rows = []
-    for r in results.itertuples():
-        strategy = r.strategy if not r.algorithm else f"{r.strategy}/{r.algorithm}"
-        if r.strategy == "parameter_server":
-            strategy = f"ps x{r.servers} {r.placement}/{r.partition}"
-        rows.append([
-            str(r.point),
-            str(r.workers),
-            strategy,
-            f"{r.step_time_mean_s * 1e3:.1f} ms",
-            f"{r.throughput_samples_per_s:,.0f}",
-            f"{r.scaling_efficiency:.1%}",
-            f"{r.comm_time_frac:.1%}",
-        ])
+    headers = [
+        "point",
+        "workers",
+        "strategy",
+        "step time",
+        "samples/s",
+        "scaling eff",
+        "comm share",
+    ]
+    rows: list[list[str]] = []
+    for r in results.to_dict(orient="records"):
+        strategy = str(r["strategy"])
+        if strategy == "parameter_server":
+            strategy = f"ps x{r['servers']} {r['placement']}/{r['partition']}"
+        elif isinstance(r["algorithm"], str) and r["algorithm"]:
+            strategy = f"{strategy}/{r['algorithm']}"
+        rows.append(
+            [
+                str(r["point"]),
+                str(r["workers"]),
+                strategy,
+                f"{float(r['step_time_mean_s']) * 1e3:.1f} ms",
+                f"{float(r['throughput_samples_per_s']):,.0f}",
+                f"{float(r['scaling_efficiency']):.1%}",
+                f"{float(r['comm_time_frac']):.1%}",
+            ]
+        )
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     right = {1, 3, 4, 5, 6}
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
 
     out = [line(headers), line(["-" * w for w in widths])]
     out += [line(row) for row in rows]
@@ -95,8 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.quiet:
             from tqdm import tqdm
 
-            bar = tqdm(total=len(scenario.points), unit="point", desc=scenario.name,
-                       file=sys.stderr, disable=None, leave=False)
+            bar = tqdm(
+                total=len(scenario.points),
+                unit="point",
+                desc=scenario.name,
+                file=sys.stderr,
+                disable=None,
+                leave=False,
+            )
 
         def advance(done: PointResult) -> None:
             if bar is not None:
@@ -116,8 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = provenance(
         scenario,
         "sim",
-        {"wall_time_s": time.perf_counter() - started, "jobs": args.jobs,
-         "cwd": os.getcwd()},
+        {"wall_time_s": time.perf_counter() - started, "jobs": args.jobs, "cwd": os.getcwd()},
     )
     write_run(out_dir, results, result.steps, meta, result.traces)
     if not args.quiet:

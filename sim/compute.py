@@ -47,7 +47,10 @@ class ComputeModel:
             if total > 0:
                 fwd, bwd = fwd / total * step, bwd / total * step
             else:  # no FLOP table: backward = 2 x forward, spread by parameters
-                weight = self.params / self.params.sum() if self.params.sum() > 0 else 1.0
+                n = len(self.params)
+                weight = (
+                    self.params / self.params.sum() if self.params.sum() > 0 else np.full(n, 1 / n)
+                )
                 fwd, bwd = weight * step / 3, weight * 2 * step / 3
             self.source = f"measured {measured:g} samples/s"
         else:

@@ -27,8 +27,7 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
     warmup, steps = spec.training.warmup_steps, spec.training.steps
     workers = spec.workers
     rec = np.array(
-        [(r.worker, r.step, r.start, r.compute_end, r.end, r.comm_s)
-         for r in outcome.records],
+        [(r.worker, r.step, r.start, r.compute_end, r.end, r.comm_s) for r in outcome.records],
         dtype=float,
     )
     step_of = rec[:, 1].astype(int)

@@ -140,8 +140,16 @@ class Simulation:
         comm = exposed(spans, compute_end, end)
         comm_end = max((s[2] for s in spans), default=compute_end)
         self.records.append(
-            StepRecord(worker, step, start, compute_end, comm_end, end, comm,
-                       max(0.0, end - compute_end - comm))
+            StepRecord(
+                worker,
+                step,
+                start,
+                compute_end,
+                comm_end,
+                end,
+                comm,
+                max(0.0, end - compute_end - comm),
+            )
         )
         tracer = self.tracer
         if tracer.enabled:

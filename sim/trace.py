@@ -18,8 +18,9 @@ DEFAULT_MAX_EVENTS = 300_000
 class NullTracer:
     enabled = False
 
-    def span(self, worker: int, phase: str, start: float, end: float, comm: bool = False,
-             **args: Any) -> None:
+    def span(
+        self, worker: int, phase: str, start: float, end: float, comm: bool = False, **args: Any
+    ) -> None:
         pass
 
 
@@ -33,8 +34,9 @@ class ChromeTracer:
         self.dropped = 0
         self._named: set[int] = set()
 
-    def span(self, worker: int, phase: str, start: float, end: float, comm: bool = False,
-             **args: Any) -> None:
+    def span(
+        self, worker: int, phase: str, start: float, end: float, comm: bool = False, **args: Any
+    ) -> None:
         """One phase of one worker, from start to end (seconds of simulated time)."""
         if end <= start:
             return
@@ -61,15 +63,27 @@ class ChromeTracer:
         names = []
         for worker in sorted(self._named):
             host, local = divmod(worker, self.devices_per_host)
-            names.append({"name": "process_name", "ph": "M", "pid": host, "tid": 0,
-                          "args": {"name": f"host {host}"}})
+            names.append(
+                {
+                    "name": "process_name",
+                    "ph": "M",
+                    "pid": host,
+                    "tid": 0,
+                    "args": {"name": f"host {host}"},
+                }
+            )
             for comm, label in ((0, "compute"), (1, "comm")):
-                names.append({"name": "thread_name", "ph": "M", "pid": host,
-                              "tid": 2 * local + comm,
-                              "args": {"name": f"worker {worker} {label}"}})
+                names.append(
+                    {
+                        "name": "thread_name",
+                        "ph": "M",
+                        "pid": host,
+                        "tid": 2 * local + comm,
+                        "args": {"name": f"worker {worker} {label}"},
+                    }
+                )
         meta = dict(metadata, dropped_events=self.dropped, max_events=self.max_events)
-        return {"traceEvents": names + self.events, "displayTimeUnit": "ms",
-                "otherData": meta}
+        return {"traceEvents": names + self.events, "displayTimeUnit": "ms", "otherData": meta}
 
     def dumps(self, metadata: dict[str, Any]) -> str:
         return json.dumps(self.document(metadata), separators=(",", ":"))

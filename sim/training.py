@@ -183,7 +183,7 @@ class ParameterServerTraining:
             event = self.host_done[key] = self.sim.env.event()
         return event
 
-    def exchange(self, node: int, step: int) -> Process:
+    def exchange(self, node: int, step: int) -> Generator[Any, Any, list[Span]]:
         """Push to every shard, wait for the updates, pull from every shard."""
         env, net = self.sim.env, self.sim.network
         start = env.now
@@ -196,9 +196,11 @@ class ParameterServerTraining:
         pushed = env.now
         yield env.all_of([self.pushed(step, j).event for j in range(len(self.shards))])
         pull_start = env.now
-        yield net.transfers([(shard, node) for shard, _ in self.shards],
-                            [nbytes for _, nbytes in self.shards])
-        return [(vocab.PUSH, start, pushed), (vocab.PULL, pull_start, env.now)]
+        yield net.transfers(
+            [(shard, node) for shard, _ in self.shards], [nbytes for _, nbytes in self.shards]
+        )
+        spans: list[Span] = [(vocab.PUSH, start, pushed), (vocab.PULL, pull_start, env.now)]
+        return spans
 
     def run_step(self, worker: Worker, step: int, factor: float) -> Process:
         env, net = self.sim.env, self.sim.network
@@ -223,11 +225,10 @@ class ParameterServerTraining:
         start = env.now
         yield net.transfers(chain, self.total_bytes, messages=self.devices - 1)
         reduced = env.now
-        spans = [(vocab.PUSH, start, reduced)]
+        spans: list[Span] = [(vocab.PUSH, start, reduced)]
         spans += yield from self.exchange(first, step)
         start = env.now
-        yield net.transfers([(b, a) for a, b in chain], self.total_bytes,
-                            messages=self.devices - 1)
+        yield net.transfers([(b, a) for a, b in chain], self.total_bytes, messages=self.devices - 1)
         spans.append((vocab.PULL, start, env.now))
         worker.spans = spans
         for i in range(1, self.devices):

@@ -30,8 +30,12 @@ BASE: dict[str, Any] = {
         "network": {"bandwidth": "10 Gbit/s", "latency": "10 us"},
     },
     "training": {"batch_per_worker": 10, "steps": 5, "warmup_steps": 1},
-    "strategy": {"kind": "allreduce", "algorithm": "ring", "fusion_buffer": "1 GiB",
-                 "overlap": False},
+    "strategy": {
+        "kind": "allreduce",
+        "algorithm": "ring",
+        "fusion_buffer": "1 GiB",
+        "overlap": False,
+    },
 }
 
 
@@ -43,16 +47,24 @@ def make_spec(**sets: Any) -> ScenarioSpec:
     return validate(doc)
 
 
-def cluster(hosts: int, devices: int = 1, bw: str = "10 Gbit/s", lat: str = "10 us",
-            link_bw: str = "100 GB/s", link_lat: str = "1 us",
-            oversubscription: float = 1.0) -> ClusterSpec:
-    return ClusterSpec.model_validate({
-        "hosts": hosts,
-        "devices_per_host": devices,
-        "device": "v100",
-        "host_link": {"bandwidth": link_bw, "latency": link_lat},
-        "network": {"bandwidth": bw, "latency": lat, "oversubscription": oversubscription},
-    })
+def cluster(
+    hosts: int,
+    devices: int = 1,
+    bw: str = "10 Gbit/s",
+    lat: str = "10 us",
+    link_bw: str = "100 GB/s",
+    link_lat: str = "1 us",
+    oversubscription: float = 1.0,
+) -> ClusterSpec:
+    return ClusterSpec.model_validate(
+        {
+            "hosts": hosts,
+            "devices_per_host": devices,
+            "device": "v100",
+            "host_link": {"bandwidth": link_bw, "latency": link_lat},
+            "network": {"bandwidth": bw, "latency": lat, "oversubscription": oversubscription},
+        }
+    )
 
 
 def timed(model: str, spec: ClusterSpec, body: Callable[[Any], Any], servers: int = 0) -> float:

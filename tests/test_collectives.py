@@ -55,7 +55,11 @@ def test_analytical_and_flow_agree_uncontended() -> None:
     for algorithm in ("ring", "halving_doubling"):
         for n in (2, 4, 8, 16):
             times = [
-                timed(m, cluster(n), lambda net, a=algorithm: ALGORITHMS[a](net, list(range(n)), S))
+                timed(
+                    m,
+                    cluster(n),
+                    lambda net, a=algorithm, n=n: ALGORITHMS[a](net, list(range(n)), S),
+                )
                 for m in ("analytical", "flow")
             ]
             assert rel(times[0], times[1]) < 1e-6, (algorithm, n)

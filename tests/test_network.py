@@ -38,8 +38,9 @@ def test_max_min_parking_lot() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True), min_size=1,
-             max_size=12),
+    st.lists(
+        st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True), min_size=1, max_size=12
+    ),
     st.lists(st.floats(0.5, 100.0), min_size=5, max_size=5),
 )
 def test_max_min_properties(flow_links: list[list[int]], caps: list[float]) -> None:
@@ -58,22 +59,29 @@ def test_max_min_properties(flow_links: list[list[int]], caps: list[float]) -> N
         ok = False
         for link in links:
             on = [j for j, lk in enumerate(flow_links) if link in lk]
-            if load[link] >= capacity[link] * (1 - 1e-9) and rates[i] >= max(rates[on]) * (1 - 1e-9):
+            if load[link] >= capacity[link] * (1 - 1e-9) and rates[i] >= max(rates[on]) * (
+                1 - 1e-9
+            ):
                 ok = True
         assert ok
 
 
 def test_two_flows_into_one_nic_share_it(network_model: str) -> None:
     # two senders to one receiver: its NIC-in is shared under flow, not under analytical
-    t = timed(network_model, cluster(3, lat="0 us"),
-              lambda net: iter([net.transfers([(0, 2), (1, 2)], 1e9)]))
+    t = timed(
+        network_model,
+        cluster(3, lat="0 us"),
+        lambda net: iter([net.transfers([(0, 2), (1, 2)], 1e9)]),
+    )
     expected = 2e9 / B if network_model == "flow" else 1e9 / B
     assert abs(t - expected) / expected < 1e-9
 
 
 def test_full_duplex() -> None:
     # a -> b and b -> a at once do not slow each other down
-    t = timed("flow", cluster(2, lat="0 us"), lambda net: iter([net.transfers([(0, 1), (1, 0)], 1e9)]))
+    t = timed(
+        "flow", cluster(2, lat="0 us"), lambda net: iter([net.transfers([(0, 1), (1, 0)], 1e9)])
+    )
     assert abs(t - 1e9 / B) < 1e-12 * 1e3
 
 
@@ -96,8 +104,11 @@ def test_rates_change_when_flows_end() -> None:
 
 
 def test_latency_then_bandwidth_and_messages(network_model: str) -> None:
-    t = timed(network_model, cluster(2, lat="10 us"),
-              lambda net: iter([net.transfer(0, 1, 1e6, messages=3)]))
+    t = timed(
+        network_model,
+        cluster(2, lat="10 us"),
+        lambda net: iter([net.transfer(0, 1, 1e6, messages=3)]),
+    )
     assert abs(t - (3 * 10e-6 + 1e6 / B)) < 1e-12
 
 
@@ -111,8 +122,11 @@ def test_oversubscribed_core_limits_crossing_traffic() -> None:
 
 
 def test_intra_host_uses_host_link(network_model: str) -> None:
-    t = timed(network_model, cluster(1, 2, link_bw="100 GB/s", link_lat="1 us"),
-              lambda net: iter([net.transfer(0, 1, 1e9)]))
+    t = timed(
+        network_model,
+        cluster(1, 2, link_bw="100 GB/s", link_lat="1 us"),
+        lambda net: iter([net.transfer(0, 1, 1e9)]),
+    )
     assert abs(t - (1e-6 + 1e9 / 100e9)) < 1e-12
 
 

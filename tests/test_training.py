@@ -35,10 +35,12 @@ def test_sync_ring_step_is_compute_plus_ring(model: str, n: int) -> None:
 @pytest.mark.parametrize("n,k", [(4, 1), (4, 2), (4, 4), (8, 2), (2, 4), (3, 5)])
 def test_ps_dedicated_sliced_push_pull(n: int, k: int) -> None:
     # each of push and pull takes max(S/B, N S/(k B)) + alpha
-    spec = make_spec(**{
-        "cluster.hosts": n,
-        "strategy": {"kind": "parameter_server", "servers": k, "partition": "sliced"},
-    })
+    spec = make_spec(
+        **{
+            "cluster.hosts": n,
+            "strategy": {"kind": "parameter_server", "servers": k, "partition": "sliced"},
+        }
+    )
     one_way = max(S / B, n * S / (k * B)) + ALPHA
     assert rel(step_time(spec), COMPUTE + 2 * one_way) < 1e-6
 
@@ -46,22 +48,33 @@ def test_ps_dedicated_sliced_push_pull(n: int, k: int) -> None:
 @pytest.mark.parametrize("n", [2, 4, 8])
 def test_ps_colocated_bandwidth_term_equals_ring(n: int) -> None:
     # BytePS (OSDI 2020): colocated servers with k = N move 2 (N-1) S / (N B), as the ring
-    spec = make_spec(**{
-        "cluster.hosts": n,
-        "strategy": {"kind": "parameter_server", "servers": n, "partition": "sliced",
-                     "placement": "colocated"},
-    })
+    spec = make_spec(
+        **{
+            "cluster.hosts": n,
+            "strategy": {
+                "kind": "parameter_server",
+                "servers": n,
+                "partition": "sliced",
+                "placement": "colocated",
+            },
+        }
+    )
     bandwidth_term = 2 * (n - 1) * S / (n * B)
     assert rel(step_time(spec), COMPUTE + bandwidth_term + 2 * ALPHA) < 1e-6
 
 
 def test_round_robin_imbalance_is_slower_than_sliced() -> None:
-    layers = [{"name": f"l{i}", "params": p, "flops": "0.1 GFLOP"}
-              for i, p in enumerate([20e6, 1e6, 1e6, 1e6])]
+    layers = [
+        {"name": f"l{i}", "params": p, "flops": "0.1 GFLOP"}
+        for i, p in enumerate([20e6, 1e6, 1e6, 1e6])
+    ]
     common = {"cluster.hosts": 4, "model": {"name": "skewed", "layers": layers}}
     times = {
-        how: step_time(make_spec(**common, strategy={
-            "kind": "parameter_server", "servers": 4, "partition": how}))
+        how: step_time(
+            make_spec(
+                **common, strategy={"kind": "parameter_server", "servers": 4, "partition": how}
+            )
+        )
         for how in ("round_robin", "greedy", "sliced")
     }
     assert times["sliced"] < times["greedy"] <= times["round_robin"]
@@ -70,8 +83,9 @@ def test_round_robin_imbalance_is_slower_than_sliced() -> None:
 def test_local_aggregation_pushes_once_per_host() -> None:
     base = {"cluster.hosts": 2, "cluster.devices_per_host": 4}
     plain = make_spec(**base, strategy={"kind": "parameter_server", "servers": 2})
-    local = make_spec(**base, strategy={"kind": "parameter_server", "servers": 2,
-                                        "local_aggregation": True})
+    local = make_spec(
+        **base, strategy={"kind": "parameter_server", "servers": 2, "local_aggregation": True}
+    )
     bytes_plain = Simulation(plain).run().bytes_on_network
     bytes_local = Simulation(local).run().bytes_on_network
     assert bytes_plain == pytest.approx(4 * bytes_local)
@@ -82,28 +96,41 @@ def test_local_aggregation_pushes_once_per_host() -> None:
 @pytest.mark.parametrize("hosts,devices", [(2, 4), (4, 2), (8, 1)])
 def test_overlap_never_slower(algorithm: str, hosts: int, devices: int) -> None:
     layers = [{"name": f"l{i}", "params": 2e6, "flops": "0.2 GFLOP"} for i in range(12)]
-    common = {"cluster.hosts": hosts, "cluster.devices_per_host": devices,
-              "model": {"name": "layered", "layers": layers},
-              "strategy.algorithm": algorithm, "strategy.fusion_buffer": "8 MB",
-              "stragglers.jitter": 0.1}
+    common = {
+        "cluster.hosts": hosts,
+        "cluster.devices_per_host": devices,
+        "model": {"name": "layered", "layers": layers},
+        "strategy.algorithm": algorithm,
+        "strategy.fusion_buffer": "8 MB",
+        "stragglers.jitter": 0.1,
+    }
     with_overlap = step_time(make_spec(**common, **{"strategy.overlap": True}))
     without = step_time(make_spec(**common, **{"strategy.overlap": False}))
     assert with_overlap <= without * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("strategy", [
-    {"kind": "allreduce", "algorithm": "ring"},
-    {"kind": "allreduce", "algorithm": "tree"},
-    {"kind": "parameter_server", "servers": 2},
-    {"kind": "parameter_server", "servers": 2, "placement": "colocated"},
-])
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        {"kind": "allreduce", "algorithm": "ring"},
+        {"kind": "allreduce", "algorithm": "tree"},
+        {"kind": "parameter_server", "servers": 2},
+        {"kind": "parameter_server", "servers": 2, "placement": "colocated"},
+    ],
+)
 @pytest.mark.parametrize("jitter", [0.0, 0.3])
 def test_scaling_efficiency_at_most_one(strategy: dict, jitter: float) -> None:
     from scenarios.loader import Point
 
     for hosts in (1, 2, 4):
-        spec = make_spec(**{"cluster.hosts": hosts, "cluster.devices_per_host": 2,
-                            "strategy": strategy, "stragglers.jitter": jitter})
+        spec = make_spec(
+            **{
+                "cluster.hosts": hosts,
+                "cluster.devices_per_host": 2,
+                "strategy": strategy,
+                "stragglers.jitter": jitter,
+            }
+        )
         row = simulate_point(Point("p", 0, {}, spec)).row
         assert 0 < row["scaling_efficiency"] <= 1 + 1e-12
         assert row["compute_time_frac"] + row["comm_time_frac"] <= 1 + 1e-9

@@ -1,0 +1,33 @@
+# Each target creates and uses .venv by itself, from a bare Python >= 3.11.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-dev
+
+.PHONY: demo test lint bench schema clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainscale needs Python >= 3.11")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/simulate scenarios/library/resnet50-v100-scaling.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check sim scenarios reports tests tools
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/benchmarks -s
+
+schema: $(STAMP)
+	$(BIN)/python -m scenarios.schema > scenarios/schema.json
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,1 @@
+"""Reports: read result files (never sim or real) and lay them side by side."""
