@@ -127,11 +127,27 @@ def apply_set(document: dict[str, Any], item: str) -> None:
         raise ScenarioError(f"--set {item}: expected PATH=VALUE, e.g. cluster.hosts=4")
     path, text = item.split("=", 1)
     path = path.strip()
-    check_path(path, f"--set {path}")
     try:
         value = yaml.safe_load(text) if text.strip() else ""
     except yaml.YAMLError:
         raise ScenarioError(f"--set {path}: cannot read value {text!r} as YAML") from None
+    sweep = document.get("sweep")
+    if path.startswith("sweep."):
+        # sweep keys are dotted paths themselves: --set sweep.cluster.hosts=[1,2]
+        key = path[len("sweep.") :]
+        check_path(key, f"--set {path}")
+        if not isinstance(sweep, dict):
+            sweep = document["sweep"] = {}
+        sweep[key] = value
+        return
+    check_path(path, f"--set {path}")
+    if isinstance(sweep, dict):
+        for key in sweep:
+            if key == path or key.startswith(path + ".") or path.startswith(key + "."):
+                raise ScenarioError(
+                    f"--set {path}: the sweep sets {key}; change the swept values with "
+                    f"--set sweep.{key}=[...]"
+                )
     set_path(document, path, value)
 
 

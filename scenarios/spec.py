@@ -127,7 +127,12 @@ class ModelSpec(Strict):
             spec = data.get("keras")
             if isinstance(spec, dict) and spec.get("builder") in keras_layers.DEFAULT_SPECS:
                 full = {**keras_layers.DEFAULT_SPECS[spec["builder"]], **spec}
-                data = {**data, "keras": full, "layers": keras_layers.layer_table(full)}
+                try:
+                    table = keras_layers.layer_table(full)
+                except ValueError as exc:
+                    raise ValueError(f"keras: {exc}") from None
+                layers = [{**row, "flops": f"{row['flops']!r} FLOP"} for row in table]
+                data = {**data, "keras": full, "layers": layers}
         return data
 
     @model_validator(mode="after")

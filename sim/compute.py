@@ -78,11 +78,8 @@ class ComputeModel:
         self.forward_s = fwd
         self.backward_s = bwd
         self.bytes_per_param = model.bytes_per_param
-
-    @property
-    def step_s(self) -> float:
-        """Forward + backward time of one step, without jitter."""
-        return float(self.forward_s.sum() + self.backward_s.sum())
+        #: forward + backward time of one step, without jitter (read every worker-step)
+        self.step_s = float(fwd.sum() + bwd.sum())
 
     def buckets(self, fusion_buffer: float, overlap: bool) -> list[Bucket]:
         """Gradient buckets in the order they become ready (output layer first)."""

@@ -139,24 +139,24 @@ class FlowNetwork(Network):
         sizes = self._sizes(pairs, nbytes)
         event = env.event()
         batch = _Batch(event, 0)
+        route_of = self.topology.route
+        now = env.now
         for (src, dst), size in zip(pairs, sizes, strict=True):
             if src == dst:
                 continue  # a local copy: free
-            route = self.topology.route(src, dst)
+            route = route_of(src, dst)
             if route.inter_host:
                 self.bytes_on_network += size
-            path = np.full(MAX_PATH, -1, dtype=np.int64)
-            path[: len(route.links)] = route.links
             batch.left += 1
             # Flows that start at the same instant join in one batch: one rate update.
-            start = env.now + messages * route.latency
+            start = now + messages * route.latency
             queue = self._arrivals.get(start)
             if queue is None:
                 queue = self._arrivals[start] = []
-                env.timeout(start - env.now).callbacks.append(
+                env.timeout(start - now).callbacks.append(
                     lambda _e, t=start: self._start(t)  # type: ignore[misc]
                 )
-            queue.append((path, size, batch))
+            queue.append((route.padded, size, batch))
         if batch.left == 0:
             event.succeed()
         return event
@@ -202,7 +202,12 @@ class FlowNetwork(Network):
         if token != self._wakeup_token:
             return  # superseded by a later rate change
         self._advance()
-        done = self._remaining <= self._tolerance
+        # Done: less than a rounding sliver of bytes left, or less time left than the clock
+        # can still resolve at this point in the run (else now + dt == now forever).
+        resolution = 4 * float(np.spacing(max(abs(self.env.now), 1.0)))
+        done = (self._remaining <= self._tolerance) | (
+            self._remaining <= self._rates * resolution
+        )
         if not done.any():  # rounding left a sliver: wait for it
             self._reschedule()
             return

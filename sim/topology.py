@@ -33,6 +33,7 @@ class Route:
     links: tuple[int, ...]
     latency: float  # seconds per message
     inter_host: bool
+    padded: np.ndarray  # links padded with -1 to MAX_PATH, for the flow model's arrays
 
 
 class Topology:
@@ -88,9 +89,14 @@ class Topology:
     def _route(self, src: int, dst: int) -> Route:
         hs, hd = int(self.host_of[src]), int(self.host_of[dst])
         if hs == hd:
-            return Route((self._port_out + src, self._port_in + dst), self.fabric_latency, False)
-        links = [self._nic_out + hs]
-        if self.core is not None:
-            links.append(self.core)
-        links.append(self._nic_in + hd)
-        return Route(tuple(links), self.network_latency, True)
+            links = [self._port_out + src, self._port_in + dst]
+            latency, inter_host = self.fabric_latency, False
+        else:
+            links = [self._nic_out + hs]
+            if self.core is not None:
+                links.append(self.core)
+            links.append(self._nic_in + hd)
+            latency, inter_host = self.network_latency, True
+        padded = np.full(MAX_PATH, -1, dtype=np.int64)
+        padded[: len(links)] = links
+        return Route(tuple(links), latency, inter_host, padded)

@@ -1,0 +1,1 @@
+"""TensorFlow backend (run-real)."""

@@ -1,0 +1,219 @@
+"""The scenario language: validation, units, catalog references, sweeps, errors."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from scenarios import ScenarioError, load, loads
+from scenarios.schema import SCHEMA_PATH, render
+from scenarios.units import parse
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MINIMAL = """
+version: 1
+name: tiny
+model: resnet50
+cluster: {hosts: 2, devices_per_host: 4, device: v100, network: 25GbE}
+"""
+
+
+def error_of(text: str, sets: tuple[str, ...] = ()) -> str:
+    with pytest.raises(ScenarioError) as info:
+        loads(textwrap.dedent(text), sets)
+    message = str(info.value)
+    assert "\n" not in message  # one line
+    return message
+
+
+# ------------------------------------------------------------------ units
+
+
+@pytest.mark.parametrize(
+    "text,kind,expected",
+    [
+        ("25 Gbit/s", "bandwidth", 25e9 / 8),
+        ("12.5 GB/s", "bandwidth", 12.5e9),
+        ("10 us", "time", 10e-6),
+        ("1.5 ms", "time", 1.5e-3),
+        ("2 h", "time", 7200.0),
+        ("64 MiB", "bytes", 64 * 2**20),
+        ("1 kB", "bytes", 1000.0),
+        ("15.7 TFLOP/s", "flop_rate", 15.7e12),
+        ("4.1 GFLOP", "flops", 4.1e9),
+        ("25.6e6", "count", 25.6e6),
+        (3, "count", 3.0),
+    ],
+)
+def test_units_to_si(text: str, kind: str, expected: float) -> None:
+    assert parse(text, kind) == pytest.approx(expected, rel=1e-12)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text,kind,fragment",
+    [
+        (25, "bandwidth", "bare number"),
+        ("64 MiB", "count", "plain count"),
+        ("25 Gb/s", "bandwidth", "gilbert"),
+        ("10 blorps", "time", "cannot read units"),
+        ("10 furlongs", "time", "expected a time"),
+        ("3 GB", "bandwidth", "expected a bandwidth"),
+    ],
+)
+def test_units_refused(text: object, kind: str, fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        parse(text, kind)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ loading
+
+
+def test_minimal_scenario_resolves_catalog() -> None:
+    sc = loads(MINIMAL)
+    (point,) = sc.points
+    spec = point.spec
+    assert point.id == "base"
+    assert spec.workers == 8
+    assert spec.cluster.device.base == "v100"
+    assert spec.cluster.device.peak_for("float32") == pytest.approx(15.7e12)
+    assert spec.cluster.network.bandwidth == pytest.approx(25e9 / 8)
+    assert spec.cluster.host_link.base == "pcie3"  # the default host link
+    assert spec.model.total_params == pytest.approx(25.58e6, rel=1e-3)
+
+
+def test_catalog_override_with_base() -> None:
+    sc = loads(MINIMAL.replace("device: v100", "device: {base: v100, efficiency: 0.4}"))
+    device = sc.points[0].spec.cluster.device
+    assert device.efficiency == 0.4 and device.peak_for("float32") == pytest.approx(15.7e12)
+
+
+def test_model_override_of_totals_drops_layer_table() -> None:
+    sc = loads(MINIMAL.replace("model: resnet50", "model: {base: resnet50, params: 1e6}"))
+    model = sc.points[0].spec.model
+    assert model.total_params == 1e6 and model.layers is None
+
+
+def test_keras_mlp_builder_gives_layers_without_tensorflow() -> None:
+    text = MINIMAL.replace(
+        "model: resnet50",
+        "model: {name: my-mlp, keras: {builder: mlp, inputs: 784, hidden: [100], classes: 10}}",
+    )
+    model = loads(text).points[0].spec.model
+    assert model.total_params == 784 * 100 + 100 + 100 * 10 + 10
+
+
+def test_sweep_is_cartesian_with_stable_ids() -> None:
+    text = MINIMAL + textwrap.dedent("""
+        sweep:
+          cluster.hosts: [1, 2]
+          strategy:
+            - {kind: allreduce, algorithm: ring}
+            - {kind: parameter_server, servers: 4}
+    """)
+    ids = [p.id for p in loads(text).points]
+    assert ids == [
+        "hosts=1_strategy=allreduce-ring",
+        "hosts=1_strategy=parameter_server-4",
+        "hosts=2_strategy=allreduce-ring",
+        "hosts=2_strategy=parameter_server-4",
+    ]
+    assert [p.id for p in loads(text).points] == ids  # stable
+    assert loads(text).points[3].spec.strategy.servers == 4
+    # a list of mappings replaced the subtree: the PS point has no algorithm set explicitly
+    assert "algorithm" not in loads(text).points[3].spec.strategy.model_fields_set
+
+
+def test_set_overrides() -> None:
+    sc = loads(MINIMAL, sets=("cluster.hosts=3", "strategy.algorithm=tree", "seed=9"))
+    spec = sc.points[0].spec
+    assert (spec.cluster.hosts, spec.strategy.algorithm, spec.seed) == (3, "tree", 9)
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_unknown_key_suggests() -> None:
+    msg = error_of(MINIMAL + "strategy: {kind: parameter_server, sevrers: 4}\n")
+    assert msg == "strategy.sevrers: unknown key; did you mean 'servers'?"
+
+
+def test_bare_number_where_unit_needed() -> None:
+    msg = error_of(MINIMAL.replace("network: 25GbE", "network: {bandwidth: 25, latency: 10 us}"))
+    assert msg.startswith("cluster.network.bandwidth: a bare number needs a unit")
+    assert "(got 25)" in msg
+
+
+def test_unknown_catalog_name_suggests() -> None:
+    msg = error_of(MINIMAL.replace("device: v100", "device: v10"))
+    assert msg.startswith("cluster.device: unknown device 'v10'")
+    assert "'v100'" in msg
+
+
+def test_version_missing_and_wrong() -> None:
+    assert "add 'version: 1'" in error_of("name: x\n")
+    msg = error_of(MINIMAL.replace("version: 1", "version: 2"))
+    assert msg.startswith("version: 2 is not supported")
+
+
+def test_enum_and_bounds() -> None:
+    msg = error_of(MINIMAL + "strategy: {algorithm: butterfly}\n")
+    assert msg.startswith("strategy.algorithm:") and "'butterfly'" in msg
+    msg = error_of(MINIMAL.replace("hosts: 2", "hosts: 0"))
+    assert msg.startswith("cluster.hosts:") and "(got 0)" in msg
+
+
+def test_field_of_another_strategy_kind() -> None:
+    msg = error_of(MINIMAL + "strategy: {kind: allreduce, servers: 2}\n")
+    assert msg.startswith("strategy: 'servers' applies to kind parameter_server only")
+
+
+def test_cross_field_index_out_of_range() -> None:
+    msg = error_of(MINIMAL + "stragglers: {slow: [{workers: [8], factor: 2}]}\n")
+    assert msg.startswith("stragglers.slow[0].workers: worker 8 does not exist")
+
+
+def test_error_in_sweep_point_names_point() -> None:
+    msg = error_of(MINIMAL + "sweep: {cluster.hosts: [1, 0]}\n")
+    assert msg.startswith("cluster.hosts:") and msg.endswith("(sweep point hosts=0)")
+
+
+def test_bad_sweep_and_set_paths() -> None:
+    assert error_of(MINIMAL + "sweep: {cluster.hots: [1]}\n") == (
+        "sweep: unknown key 'cluster.hots'; did you mean 'hosts'?"
+    )
+    assert error_of(MINIMAL, ("traning.steps=3",)).startswith("--set traning.steps: unknown key")
+    assert "expected PATH=VALUE" in error_of(MINIMAL, ("cluster.hosts",))
+
+
+def test_yaml_syntax_error_has_position() -> None:
+    msg = error_of("version: 1\nname: [unclosed\n")
+    assert msg.startswith("<string>:") and "not valid YAML" in msg
+
+
+def test_failure_needs_one_trigger() -> None:
+    msg = error_of(MINIMAL + "failures: [{role: worker, index: 1}]\n")
+    assert msg == "failures[0]: give exactly one of at_step or at_time"
+
+
+def test_missing_file() -> None:
+    with pytest.raises(ScenarioError, match="no such scenario file"):
+        load("/nonexistent/x.yaml")
+
+
+# ------------------------------------------------------------------ schema
+
+
+def test_schema_json_in_sync() -> None:
+    assert SCHEMA_PATH.read_text() == render(), "run `make schema` to regenerate"
+
+
+def test_schema_accepts_catalog_names_and_mappings() -> None:
+    schema = json.loads(render())
+    device = schema["$defs"]["ClusterSpec"]["properties"]["device"]
+    names = device["anyOf"][0]["enum"]
+    assert "v100" in names and "h200" in names
+    assert "strategy" in schema["properties"] and "sweep" in schema["properties"]
