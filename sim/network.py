@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import simpy
@@ -118,8 +119,22 @@ class _Batch:
         self.left = left
 
 
+class _Plan(NamedTuple):
+    """Routes of one list of pairs, as arrays (collectives reuse the same pairs each step)."""
+
+    keep: np.ndarray  # index of each pair that moves data (src != dst)
+    paths: np.ndarray  # (flows, MAX_PATH)
+    latency: np.ndarray  # seconds per message
+    inter_host: np.ndarray  # bool
+
+
 class FlowNetwork(Network):
-    """Max-min fair sharing of links among concurrent flows (full-duplex ports)."""
+    """Max-min fair sharing of links among concurrent flows (full-duplex ports).
+
+    Active flows live in parallel numpy arrays; each remembers the batch (`transfers`
+    call) it belongs to, so a batch of a thousand flows starts and ends with a handful of
+    array operations and a single SimPy event.
+    """
 
     def __init__(self, env: simpy.Environment, topology: Topology):
         super().__init__(env, topology)
@@ -127,38 +142,60 @@ class FlowNetwork(Network):
         self._remaining = np.empty(0)
         self._rates = np.empty(0)
         self._tolerance = np.empty(0)
-        self._batches: list[_Batch] = []  # one per active flow
+        self._batch_of = np.empty(0, dtype=np.int64)  # batch id of every active flow
+        self._batches: dict[int, _Batch] = {}
+        self._next_batch = 0
         self._last = 0.0
         self._wakeup_token = 0
-        self._arrivals: dict[float, list[tuple[np.ndarray, float, _Batch]]] = {}
+        self._arrivals: dict[float, list[tuple[np.ndarray, np.ndarray, int]]] = {}
+        self._plans: dict[tuple[Pair, ...], _Plan] = {}
+
+    def _plan(self, pairs: Sequence[Pair]) -> _Plan:
+        key = tuple(pairs)
+        plan = self._plans.get(key)
+        if plan is None:
+            keep = [i for i, (src, dst) in enumerate(pairs) if src != dst]
+            routes = [self.topology.route(*pairs[i]) for i in keep]
+            plan = _Plan(
+                np.array(keep, dtype=np.int64),
+                np.array([r.padded for r in routes], dtype=np.int64).reshape(-1, MAX_PATH),
+                np.array([r.latency for r in routes], dtype=float),
+                np.array([r.inter_host for r in routes], dtype=bool),
+            )
+            if len(self._plans) < 4096:  # bounded: parameter servers make many small lists
+                self._plans[key] = plan
+        return plan
 
     def transfers(
         self, pairs: Sequence[Pair], nbytes: float | Sequence[float], messages: int = 1
     ) -> simpy.Event:
         env = self.env
-        sizes = self._sizes(pairs, nbytes)
+        plan = self._plan(pairs)
+        if isinstance(nbytes, int | float):
+            sizes = np.full(len(plan.keep), float(nbytes))
+        else:
+            sizes = np.asarray(self._sizes(pairs, nbytes), dtype=float)[plan.keep]
         event = env.event()
-        batch = _Batch(event, 0)
-        route_of = self.topology.route
+        if not len(sizes):
+            event.succeed()  # only local copies: free
+            return event
+        self.bytes_on_network += float(sizes[plan.inter_host].sum())
+        batch_id = self._next_batch
+        self._next_batch += 1
+        self._batches[batch_id] = _Batch(event, len(sizes))
         now = env.now
-        for (src, dst), size in zip(pairs, sizes, strict=True):
-            if src == dst:
-                continue  # a local copy: free
-            route = route_of(src, dst)
-            if route.inter_host:
-                self.bytes_on_network += size
-            batch.left += 1
-            # Flows that start at the same instant join in one batch: one rate update.
-            start = now + messages * route.latency
-            queue = self._arrivals.get(start)
+        starts = now + messages * plan.latency
+        # Flows that start at the same instant join in one batch: one rate update.
+        for start in np.unique(starts):
+            at = float(start)
+            chosen = starts == start
+            queue = self._arrivals.get(at)
             if queue is None:
-                queue = self._arrivals[start] = []
-                env.timeout(start - now).callbacks.append(
-                    lambda _e, t=start: self._start(t)  # type: ignore[misc]
+                queue = self._arrivals[at] = []
+                env.timeout(at - now).callbacks.append(
+                    lambda _e, t=at: self._start(t)  # type: ignore[misc]
                 )
-            queue.append((route.padded, size, batch))
-        if batch.left == 0:
-            event.succeed()
+            queue.append((plan.paths[chosen], sizes[chosen], batch_id))
         return event
 
     # -- internals: advance, recompute, wake at the next completion ------------------
@@ -166,18 +203,19 @@ class FlowNetwork(Network):
     def _start(self, at: float) -> None:
         arrivals = self._arrivals.pop(at)
         self._advance()
-        immediate = [item for item in arrivals if item[1] <= 0]
-        for _, _, batch in immediate:
-            self._finish_one(batch)
-        arrivals = [item for item in arrivals if item[1] > 0]
-        if arrivals:
-            paths = np.stack([a[0] for a in arrivals])
-            sizes = np.array([a[1] for a in arrivals])
+        paths = np.concatenate([a[0] for a in arrivals])
+        sizes = np.concatenate([a[1] for a in arrivals])
+        ids = np.concatenate([np.full(len(a[1]), a[2], dtype=np.int64) for a in arrivals])
+        empty = sizes <= 0  # latency only: done on arrival
+        if empty.any():
+            self._finish(ids[empty])
+            paths, sizes, ids = paths[~empty], sizes[~empty], ids[~empty]
+        if len(sizes):
             self._paths = np.concatenate([self._paths, paths])
             self._remaining = np.concatenate([self._remaining, sizes])
             # a flow is done when less than this is left (float rounding of rate x time)
             self._tolerance = np.concatenate([self._tolerance, sizes * 1e-9 + 1e-9])
-            self._batches.extend(a[2] for a in arrivals)
+            self._batch_of = np.concatenate([self._batch_of, ids])
         self._reschedule()
 
     def _advance(self) -> None:
@@ -211,21 +249,24 @@ class FlowNetwork(Network):
         if not done.any():  # rounding left a sliver: wait for it
             self._reschedule()
             return
+        finished = self._batch_of[done]
         keep = ~done
-        finished = [b for b, d in zip(self._batches, done, strict=True) if d]
-        self._batches = [b for b, k in zip(self._batches, keep, strict=True) if k]
         self._paths = self._paths[keep]
         self._remaining = self._remaining[keep]
         self._tolerance = self._tolerance[keep]
-        for batch in finished:
-            self._finish_one(batch)
+        self._batch_of = self._batch_of[keep]
+        self._finish(finished)
         self._reschedule()
 
-    @staticmethod
-    def _finish_one(batch: _Batch) -> None:
-        batch.left -= 1
-        if batch.left == 0:
-            batch.event.succeed()
+    def _finish(self, batch_ids: np.ndarray) -> None:
+        """Count finished flows against their batches; fire the batches now complete."""
+        ids, counts = np.unique(batch_ids, return_counts=True)
+        for batch_id, count in zip(ids.tolist(), counts.tolist(), strict=True):
+            batch = self._batches[batch_id]
+            batch.left -= count
+            if batch.left == 0:
+                del self._batches[batch_id]
+                batch.event.succeed()
 
 
 def make_network(model: str, env: simpy.Environment, topology: Topology) -> Network:

@@ -1,0 +1,21 @@
+"""Golden cases: simulated results.csv against committed expectations (STYLE.md rule 16)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from scenarios import load, vocab
+from sim import run
+
+CASES = sorted(p for p in (Path(__file__).parent / "golden").iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_golden(case: Path) -> None:
+    expected = pd.read_csv(case / "expected.csv", keep_default_na=False)
+    got = run(load(case / "scenario.yaml")).results.drop(columns=list(vocab.WALL_CLOCK_COLUMNS))
+    got = pd.read_csv(pd.io.common.StringIO(got.to_csv(index=False)), keep_default_na=False)
+    pd.testing.assert_frame_equal(got, expected, check_exact=False, rtol=1e-9, atol=1e-12)

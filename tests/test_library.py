@@ -1,0 +1,29 @@
+"""Every bundled scenario loads and simulates (STYLE.md rule 17), so none rots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scenarios import load
+from sim.runner import simulate_point
+
+LIBRARY = sorted((Path(__file__).resolve().parent.parent / "scenarios" / "library").glob("*.yaml"))
+SHORT = ("training.steps=2", "training.warmup_steps=1")  # a few steps are enough here
+
+
+def test_library_is_not_empty() -> None:
+    assert len(LIBRARY) >= 5
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=[p.stem for p in LIBRARY])
+def test_bundled_scenario_simulates(path: Path) -> None:
+    full = load(path)
+    assert full.points and full.points[0].spec.description, "describe every bundled scenario"
+    scenario = load(path, SHORT)
+    for point in scenario.points:
+        row = simulate_point(point).row
+        assert row["throughput_samples_per_s"] > 0
+        assert 0 < row["scaling_efficiency"] <= 1 + 1e-12
+        assert row["training_time_s"] > 0
