@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/benchmarks -s
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/benchmarks/bench_*.py -s
 
 schema: $(STAMP)
 	$(BIN)/python -m scenarios.schema > scenarios/schema.json
