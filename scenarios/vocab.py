@@ -72,4 +72,9 @@ STEP_COLUMNS = (
     "compute_end_s",
     "comm_end_s",
     "end_s",
+    "replication",
+    "generation",
+    "lost",
+    "trial",
+    "staleness",
 )

@@ -136,7 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = provenance(
         scenario,
         "sim",
-        {"wall_time_s": time.perf_counter() - started, "jobs": args.jobs, "cwd": os.getcwd()},
+        {
+            "wall_time_s": time.perf_counter() - started,
+            "jobs": args.jobs,
+            "cwd": os.getcwd(),
+            "checkpointing": {p.point_id: p.checkpointing for p in result.points},
+        },
     )
     write_run(out_dir, results, result.steps, meta, result.traces)
     if not args.quiet:

@@ -1,11 +1,15 @@
 """From worker-step records to one results row (SCENARIO.md, "Result files").
 
 Honest timing (STYLE.md rule 14): warm-up steps are dropped; step times are the intervals
-between consecutive global step ends; mean, p50, p99 and jitter = 1.4826 x MAD.
+between consecutive global step ends (asynchronous parameter servers: one worker's
+iteration); mean, p50, p99 and jitter = 1.4826 x MAD. Replications are combined by
+`combine` into means with 95% confidence half-widths (Student's t).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -13,6 +17,44 @@ import numpy as np
 from scenarios.spec import ScenarioSpec
 
 from .simulation import SimulationOutcome
+
+# Student's t, two-sided 95%, by degrees of freedom (1..30); 1.96 beyond
+_T95 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
+
+
+def t95(dof: int) -> float:
+    return _T95[dof - 1] if 1 <= dof <= len(_T95) else 1.96
 
 
 def robust_jitter(x: np.ndarray) -> float:
@@ -22,36 +64,126 @@ def robust_jitter(x: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(x - np.median(x))))
 
 
-def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
-    """Step-time statistics, throughput and where the time went, for measured steps."""
-    warmup, steps = spec.training.warmup_steps, spec.training.steps
-    workers = spec.workers
-    rec = np.array(
-        [(r.worker, r.step, r.start, r.compute_end, r.end, r.comm_s) for r in outcome.records],
-        dtype=float,
-    )
-    step_of = rec[:, 1].astype(int)
-    ends = np.full(warmup + steps, -np.inf)
-    np.maximum.at(ends, step_of, rec[:, 4])
-    begin = outcome.measure_start
-    measured_ends = ends[warmup:]
-    durations = np.diff(np.concatenate([[begin], measured_ends]))
-    training_time = float(measured_ends[-1] - begin)
-    measured = rec[step_of >= warmup]
-    busy = workers * training_time
-    compute = float(np.sum(measured[:, 3] - measured[:, 2]))
-    comm = float(np.sum(measured[:, 5]))
-    samples = workers * spec.training.batch_per_worker * steps
+def _step_stats(durations: np.ndarray) -> dict[str, float]:
+    if not len(durations):
+        durations = np.zeros(1)
     return {
         "step_time_mean_s": float(np.mean(durations)),
         "step_time_p50_s": float(np.percentile(durations, 50)),
         "step_time_p99_s": float(np.percentile(durations, 99)),
         "step_time_jitter_s": robust_jitter(durations),
+    }
+
+
+def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
+    """Step-time statistics, throughput and where the time went, for measured steps."""
+    if spec.strategy.kind == "independent":
+        return summarize_trials(spec, outcome)
+    warmup, steps = spec.training.warmup_steps, spec.training.steps
+    workers = spec.workers
+    batch = spec.training.batch_per_worker
+    counts_updates = spec.strategy.kind == "parameter_server" and not spec.strategy.sync
+    begin = outcome.measure_start
+    if warmup and not counts_updates:
+        begin = float(outcome.step_ends[warmup - 1])  # the global end of the warm-up
+    measured_ends = outcome.step_ends[warmup:]
+    training_time = float(measured_ends[-1] - begin)
+    rec = np.array(
+        [(r.start, r.compute_end, r.end, r.comm_s, r.staleness) for r in outcome.records],
+        dtype=float,
+    ).reshape(-1, 5)
+    finish = float(measured_ends[-1])
+    window = rec[(rec[:, 2] > begin + 1e-12) & (rec[:, 0] < finish - 1e-12)]
+    # a step straddling an end of the window counts with its part inside it
+    inside_compute = np.clip(window[:, 1], begin, finish) - np.clip(window[:, 0], begin, finish)
+    after = np.maximum(window[:, 2] - window[:, 1], 1e-300)
+    inside_after = np.clip(window[:, 2], begin, finish) - np.clip(window[:, 1], begin, finish)
+    inside_comm = window[:, 3] * np.clip(inside_after / after, 0.0, 1.0)
+    if counts_updates:  # a step is one worker's iteration; an update is one worker's batch
+        whole = rec[(rec[:, 0] >= begin - 1e-12) & (rec[:, 2] <= finish + 1e-12)]
+        durations = whole[:, 2] - whole[:, 0]
+        samples = batch * steps
+    else:
+        durations = np.diff(np.concatenate([[begin], measured_ends]))
+        samples = workers * batch * steps
+    busy = workers * training_time
+    compute = float(np.sum(inside_compute))
+    comm = float(np.sum(inside_comm))
+    stalled = outcome.checkpoint_time + outcome.recovery_time
+    staleness = window[:, 4] if len(window) else np.zeros(1)
+    row: dict[str, Any] = {
+        **_step_stats(durations),
         "throughput_samples_per_s": samples / training_time if training_time > 0 else 0.0,
         "compute_time_frac": compute / busy if busy > 0 else 0.0,
         "comm_time_frac": comm / busy if busy > 0 else 0.0,
-        # the rest: waiting for other workers, inside a step or between steps
-        "wait_time_frac": max(0.0, 1.0 - (compute + comm) / busy) if busy > 0 else 0.0,
+        "wait_time_frac": max(0.0, 1.0 - (compute + comm) / busy - stalled / training_time)
+        if busy > 0
+        else 0.0,
         "bytes_on_network": outcome.bytes_on_network,
+        "max_staleness": int(staleness.max()),
+        "mean_staleness": float(staleness.mean()),
+        "dropped_gradients": outcome.dropped_gradients,
+        "failures": outcome.failures,
+        "lost_steps": outcome.lost_steps,
+        "recovery_time_s": outcome.recovery_time,
+        "checkpoint_time_s": outcome.checkpoint_time,
+        "lost_work_time_s": outcome.lost_work_time,
+        "checkpoints": outcome.checkpoints,
         "training_time_s": training_time,
     }
+    return row
+
+
+def summarize_trials(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
+    """Independent trials: makespan, trials per hour and slot utilisation."""
+    trials = outcome.trials
+    warmup = spec.training.warmup_steps
+    measured = [r for r in outcome.records if r.step >= warmup]
+    durations = np.array([r.end - r.start for r in measured])
+    makespan = float(trials.makespan)
+    samples = spec.training.batch_per_worker * len(measured)
+    return {
+        **_step_stats(durations),
+        "throughput_samples_per_s": samples / makespan if makespan > 0 else 0.0,
+        "compute_time_frac": trials.busy_time / (spec.workers * makespan) if makespan else 0.0,
+        "comm_time_frac": 0.0,
+        "wait_time_frac": 1 - trials.busy_time / (spec.workers * makespan) if makespan else 0.0,
+        "bytes_on_network": 0.0,
+        "max_staleness": 0,
+        "mean_staleness": 0.0,
+        "dropped_gradients": 0,
+        "failures": 0,
+        "lost_steps": 0,
+        "recovery_time_s": 0.0,
+        "checkpoint_time_s": 0.0,
+        "lost_work_time_s": 0.0,
+        "checkpoints": 0,
+        "training_time_s": makespan,
+        "trials": len(trials.grid),
+        "makespan_s": makespan,
+        "trials_per_hour": len(trials.grid) / makespan * 3600 if makespan else 0.0,
+        "slot_utilization": trials.busy_time / (spec.workers * makespan) if makespan else 0.0,
+    }
+
+
+def combine(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Mean of each figure over replications, with 95% half-widths of the headline ones."""
+    out: dict[str, Any] = {}
+    for key in rows[0]:
+        values = [r[key] for r in rows]
+        if isinstance(values[0], bool) or not isinstance(values[0], int | float):
+            out[key] = values[0]
+        elif key == "max_staleness":
+            out[key] = max(values)
+        else:
+            out[key] = float(np.mean(values))
+    n = len(rows)
+    for key, ci in (
+        ("step_time_mean_s", "step_time_mean_ci95_s"),
+        ("throughput_samples_per_s", "throughput_ci95_samples_per_s"),
+        ("training_time_s", "training_time_ci95_s"),
+    ):
+        samples = np.array([r[key] for r in rows], dtype=float)
+        out[ci] = float(t95(n - 1) * samples.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+    out["replications"] = n
+    return out

@@ -49,6 +49,15 @@ class Network(ABC):
     ) -> simpy.Event:
         """Move each pair's bytes concurrently; the event fires when the last one arrives."""
 
+    def cancel(self, event: simpy.Event) -> None:  # noqa: B027 - a no-op by default
+        """Stop the flows of one transfer (its sender failed); its event never fires.
+
+        Without contention (analytical) a stopped flow slows nobody: nothing to do.
+        """
+
+    def abort(self) -> None:  # noqa: B027 - a no-op by default
+        """Stop every flow (the job restarts); their events never fire."""
+
     def _sizes(self, pairs: Sequence[Pair], nbytes: float | Sequence[float]) -> list[float]:
         if isinstance(nbytes, int | float):
             return [float(nbytes)] * len(pairs)
@@ -149,6 +158,7 @@ class FlowNetwork(Network):
         self._wakeup_token = 0
         self._arrivals: dict[float, list[tuple[np.ndarray, np.ndarray, int]]] = {}
         self._plans: dict[tuple[Pair, ...], _Plan] = {}
+        self._batch_of_event: dict[int, int] = {}  # id(event) -> batch id, while active
 
     def _plan(self, pairs: Sequence[Pair]) -> _Plan:
         key = tuple(pairs)
@@ -183,6 +193,7 @@ class FlowNetwork(Network):
         batch_id = self._next_batch
         self._next_batch += 1
         self._batches[batch_id] = _Batch(event, len(sizes))
+        self._batch_of_event[id(event)] = batch_id
         now = env.now
         starts = now + messages * plan.latency
         # Flows that start at the same instant join in one batch: one rate update.
@@ -200,9 +211,39 @@ class FlowNetwork(Network):
 
     # -- internals: advance, recompute, wake at the next completion ------------------
 
-    def _start(self, at: float) -> None:
-        arrivals = self._arrivals.pop(at)
+    def cancel(self, event: simpy.Event) -> None:
+        batch_id = self._batch_of_event.pop(id(event), None)
+        if batch_id is None or batch_id not in self._batches:
+            return
+        del self._batches[batch_id]
         self._advance()
+        keep = self._batch_of != batch_id
+        self._paths = self._paths[keep]
+        self._remaining = self._remaining[keep]
+        self._tolerance = self._tolerance[keep]
+        self._batch_of = self._batch_of[keep]
+        for queue in self._arrivals.values():
+            queue[:] = [a for a in queue if a[2] != batch_id]
+        self._reschedule()
+
+    def abort(self) -> None:
+        self._advance()
+        self._paths = self._paths[:0]
+        self._remaining = self._remaining[:0]
+        self._tolerance = self._tolerance[:0]
+        self._batch_of = self._batch_of[:0]
+        self._batches.clear()
+        self._batch_of_event.clear()
+        for queue in self._arrivals.values():
+            queue.clear()
+        self._reschedule()
+
+    def _start(self, at: float) -> None:
+        arrivals = [a for a in self._arrivals.pop(at, []) if a[2] in self._batches]
+        self._advance()
+        if not arrivals:
+            self._reschedule()
+            return
         paths = np.concatenate([a[0] for a in arrivals])
         sizes = np.concatenate([a[1] for a in arrivals])
         ids = np.concatenate([np.full(len(a[1]), a[2], dtype=np.int64) for a in arrivals])
@@ -243,9 +284,7 @@ class FlowNetwork(Network):
         # Done: less than a rounding sliver of bytes left, or less time left than the clock
         # can still resolve at this point in the run (else now + dt == now forever).
         resolution = 4 * float(np.spacing(max(abs(self.env.now), 1.0)))
-        done = (self._remaining <= self._tolerance) | (
-            self._remaining <= self._rates * resolution
-        )
+        done = (self._remaining <= self._tolerance) | (self._remaining <= self._rates * resolution)
         if not done.any():  # rounding left a sliver: wait for it
             self._reschedule()
             return
@@ -266,6 +305,7 @@ class FlowNetwork(Network):
             batch.left -= count
             if batch.left == 0:
                 del self._batches[batch_id]
+                self._batch_of_event.pop(id(batch.event), None)
                 batch.event.succeed()
 
 

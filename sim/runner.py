@@ -17,9 +17,10 @@ import pandas as pd
 
 from scenarios import vocab
 from scenarios.loader import Point, Scenario
-from scenarios.spec import ScenarioSpec
+from scenarios.spec import RandomFailure, ScenarioSpec
 
-from .metrics import summarize
+from .failures import daly_interval, young_interval
+from .metrics import combine, summarize
 from .simulation import Simulation
 
 
@@ -29,6 +30,7 @@ class PointResult:
     row: dict[str, Any]
     steps: pd.DataFrame
     trace: str | None = None
+    checkpointing: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -52,17 +54,11 @@ class RunResult:
         return {p.point_id: p.trace for p in self.points if p.trace is not None}
 
 
-def one_worker(spec: ScenarioSpec) -> ScenarioSpec:
-    """The same point on a single worker (one host, one device)."""
-    cluster = spec.cluster.model_copy(update={"hosts": 1, "devices_per_host": 1})
-    return spec.model_copy(update={"cluster": cluster})
-
-
 _BASELINES: dict[str, float] = {}  # per process: points of a sweep often share one
 
 
 def baseline_throughput(spec: ScenarioSpec) -> float:
-    """Simulated throughput of the same point on one worker."""
+    """Simulated throughput of the same point on one worker (first replication)."""
     single = one_worker(spec)
     key = single.model_dump_json()
     if key not in _BASELINES:
@@ -71,13 +67,78 @@ def baseline_throughput(spec: ScenarioSpec) -> float:
     return _BASELINES[key]
 
 
+def one_worker(spec: ScenarioSpec) -> ScenarioSpec:
+    """The same point on a single worker (one host, one device), without failures.
+
+    Failures and stragglers named by worker index cannot apply to one worker; jitter and
+    transient hiccups of worker 0 stay as they are.
+    """
+    cluster = spec.cluster.model_copy(update={"hosts": 1, "devices_per_host": 1})
+    stragglers = spec.stragglers.model_copy(update={"slow": ()})
+    strategy = spec.strategy
+    if strategy.kind == "parameter_server" and strategy.backup_workers:
+        strategy = strategy.model_copy(update={"backup_workers": 0})
+    checkpoint = spec.checkpoint.model_copy(update={"every_steps": None})
+    sim = spec.sim.model_copy(update={"replications": 1})
+    return spec.model_copy(
+        update={
+            "cluster": cluster,
+            "stragglers": stragglers,
+            "strategy": strategy,
+            "failures": (),
+            "checkpoint": checkpoint,
+            "sim": sim,
+        }
+    )
+
+
+def checkpoint_advice(spec: ScenarioSpec, sim: Simulation, step_time: float) -> dict[str, Any]:
+    """Young/Daly optimal checkpoint intervals beside the one the scenario uses."""
+    advice: dict[str, Any] = {
+        "checkpoint_cost_s": sim.checkpoint_cost,
+        "checkpoint_bytes": sim.checkpoint_bytes,
+        "every_steps": spec.checkpoint.every_steps,
+        "interval_used_s": spec.checkpoint.every_steps * step_time
+        if spec.checkpoint.every_steps
+        else None,
+    }
+    rates = [1.0 / f.random.mtbf_per_host for f in spec.failures if isinstance(f, RandomFailure)]
+    if rates:
+        hosts = sim.topology.hosts + sim.topology.dedicated_servers
+        mtbf = 1.0 / (hosts * sum(rates))
+        advice.update(
+            {
+                "system_mtbf_s": mtbf,
+                "young_interval_s": young_interval(sim.checkpoint_cost, mtbf),
+                "daly_interval_s": daly_interval(sim.checkpoint_cost, mtbf),
+                "daly_interval_steps": daly_interval(sim.checkpoint_cost, mtbf) / step_time
+                if step_time > 0
+                else None,
+            }
+        )
+    return advice
+
+
 def simulate_point(point: Point, trace: bool = False) -> PointResult:
-    """Simulate one point (and its 1-worker baseline) into a results row and step rows."""
+    """Simulate one point (its replications and its 1-worker baseline) into result rows."""
     started = time.perf_counter()
     spec = point.spec
-    sim = Simulation(spec, trace=trace)
-    outcome = sim.run()
-    stats = summarize(spec, outcome)
+    rows = []
+    frames = []
+    trace_text = None
+    advice: dict[str, Any] = {}
+    for replication in range(spec.sim.replications):
+        sim = Simulation(spec, trace=trace and replication == 0, replication=replication)
+        outcome = sim.run()
+        rows.append(summarize(spec, outcome))
+        frames.append(_steps_frame(point.id, replication, spec, outcome))
+        if replication == 0:
+            advice = checkpoint_advice(spec, sim, rows[0]["step_time_mean_s"])
+            if trace:
+                trace_text = outcome.tracer.dumps(
+                    {"scenario": spec.name, "point": point.id, "backend": "sim", "seed": spec.seed}
+                )
+    stats = combine(rows) if len(rows) > 1 else {**rows[0], "replications": 1}
     base = baseline_throughput(spec)
     strategy = spec.strategy
     ps = strategy.kind == "parameter_server"
@@ -97,37 +158,39 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         "scaling_efficiency": stats["throughput_samples_per_s"] / (spec.workers * base)
         if base > 0
         else 0.0,
-        "max_staleness": 0,
-        "mean_staleness": 0.0,
-        "dropped_gradients": 0,
-        "failures": 0,
-        "lost_steps": 0,
-        "recovery_time_s": 0.0,
-        "checkpoint_time_s": 0.0,
         "network_model": spec.sim.network_model,
         "placement": strategy.placement if ps else "",
         "partition": strategy.partition if ps else "",
     }
-    steps = pd.DataFrame(
-        {
-            "point": point.id,
-            "worker": [r.worker for r in outcome.records],
-            "step": [r.step for r in outcome.records],
-            "warmup": [r.step < spec.training.warmup_steps for r in outcome.records],
-            "start_s": [r.start for r in outcome.records],
-            "compute_end_s": [r.compute_end for r in outcome.records],
-            "comm_end_s": [r.comm_end for r in outcome.records],
-            "end_s": [r.end for r in outcome.records],
-        },
-        columns=list(vocab.STEP_COLUMNS),
-    ).sort_values(["step", "worker"], kind="stable", ignore_index=True)
-    trace_text = None
-    if trace:
-        trace_text = outcome.tracer.dumps(
-            {"scenario": spec.name, "point": point.id, "backend": "sim", "seed": spec.seed}
-        )
     row["wall_time_s"] = time.perf_counter() - started
-    return PointResult(point.id, row, steps, trace_text)
+    steps = pd.concat(frames, ignore_index=True)
+    return PointResult(point.id, row, steps, trace_text, advice)
+
+
+def _steps_frame(point_id: str, replication: int, spec: ScenarioSpec, outcome: Any) -> pd.DataFrame:
+    records = outcome.records
+    frame = pd.DataFrame(
+        {
+            "point": point_id,
+            "worker": [r.worker for r in records],
+            "step": [r.step for r in records],
+            "warmup": [r.step < spec.training.warmup_steps for r in records],
+            "start_s": [r.start for r in records],
+            "compute_end_s": [r.compute_end for r in records],
+            "comm_end_s": [r.comm_end for r in records],
+            "end_s": [r.end for r in records],
+            "replication": replication,
+            "generation": [r.generation for r in records],
+            "trial": [r.trial for r in records],
+            "staleness": [r.staleness for r in records],
+        }
+    )
+    # a step done again after a restart: the earlier attempt was lost
+    frame["lost"] = frame.duplicated(["worker", "step", "trial"], keep="last")
+    if spec.strategy.kind == "parameter_server" and not spec.strategy.sync:
+        frame["warmup"] = False  # asynchronous: warm-up counts updates, not iterations
+    frame = frame.reindex(columns=list(vocab.STEP_COLUMNS))
+    return frame.sort_values(["step", "worker", "trial"], kind="stable", ignore_index=True)
 
 
 def run(

@@ -1,44 +1,46 @@
-"""One simulated training run of one sweep point.
+"""One simulated training run of one sweep point (and one replication).
 
 A `Simulation` owns everything of the run (STYLE.md rule 3): the SimPy environment, the
-resolved spec, the network, the tracer, and one seeded numpy Generator per component and
-worker, derived from the scenario seed with `SeedSequence(seed, spawn_key=...)`, so that
-adding a component never changes another's samples and worker w draws the same numbers
-whatever the number of workers.
+resolved spec, the network, the tracer, the stragglers' and failures' seeded generators,
+the records, and the bookkeeping of steps, checkpoints and failures. The training
+strategy (`sim/training.py`, `sim/allreduce.py`, `sim/ps.py`) runs inside it; the
+`Supervisor` (`sim/failures.py`) restarts it after a fatal failure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import simpy
 
+from scenarios import vocab
 from scenarios.errors import NotModelledError
-from scenarios.spec import RandomFailure, ScenarioSpec
+from scenarios.spec import ScenarioSpec
 
 from .compute import ComputeModel
-from .distributions import LogNormal
 from .network import make_network
+from .stragglers import Stragglers, stream
 from .topology import Topology
 from .trace import ChromeTracer, NullTracer
 
-#: spawn_key ids of the random streams; new streams get new ids, old ones never change
-STREAMS = {"jitter": 1, "slow": 2, "transient": 3, "failures": 4}
+Process = Generator[Any, Any, Any]
 
 
 class StepRecord(NamedTuple):
     """One (worker, step): times in seconds from the start of the run (STYLE.md rule 11)."""
 
     worker: int
-    step: int
+    step: int  # global step (sync), or the worker's own iteration (async parameter server)
     start: float
     compute_end: float
     comm_end: float
     end: float
     comm_s: float  # communication the worker waited on (not hidden behind compute)
-    wait_s: float  # waiting for other workers
+    generation: int  # incremented by every job restart; older generations' steps were lost
+    staleness: int  # updates applied between this worker's pull and its push (async)
+    trial: int = -1  # independent trials: which trial this step belongs to
 
 
 Span = tuple[str, float, float]  # (phase, start, end)
@@ -53,30 +55,9 @@ def exposed(spans: Sequence[Span], lo: float, hi: float) -> float:
 
 
 def check_modelled(spec: ScenarioSpec) -> None:
-    """Refuse valid features this simulator does not model yet: never ignore them."""
-    st = spec.strategy
-    missing: list[str] = []
-    if st.kind == "independent":
-        missing.append("strategy.kind independent")
-    if not st.sync:
-        missing.append("strategy.sync false (asynchronous training)")
-    if st.kind == "parameter_server" and st.backup_workers:
-        missing.append("strategy.backup_workers")
-    if spec.stragglers.slow:
-        missing.append("stragglers.slow")
-    if spec.stragglers.transient is not None:
-        missing.append("stragglers.transient")
-    if spec.failures:
-        kinds = {"random" if isinstance(f, RandomFailure) else f.role for f in spec.failures}
-        missing.append(f"failures ({', '.join(sorted(kinds))})")
-    if spec.checkpoint.every_steps is not None:
-        missing.append("checkpoint.every_steps")
-    if spec.sim.replications > 1:
-        missing.append("sim.replications > 1")
+    """Refuse valid features this simulator does not model (yet): never ignore them."""
     if spec.cluster.profile is not None:
-        missing.append("cluster.profile")
-    if missing:
-        raise NotModelledError(f"{missing[0]}: not modelled yet by simulate")
+        raise NotModelledError("cluster.profile: not modelled yet by simulate (issue 5)")
 
 
 class Simulation:
@@ -102,30 +83,116 @@ class Simulation:
         self.workers = spec.workers
         self.warmup = spec.training.warmup_steps
         self.total_steps = spec.training.warmup_steps + spec.training.steps
+        self.stragglers = Stragglers(spec, replication)
         self.records: list[StepRecord] = []
+        # global step (or, async parameter server: update) end times, final generation
+        self.step_ends = np.full(self.total_steps, np.nan)
         self.measure_start: tuple[float, float] | None = None  # (time, network bytes)
-        self.jitter = self._jitter_factors()
+        self.completed = 0  # global steps / updates done (and not lost)
+        self.generation = 0
+        self.finished = self.env.event()
+        # checkpoints and failures
+        every = spec.checkpoint.every_steps
+        self.checkpoint_every = every if strategy.kind != "independent" else None
+        slots = 1 + 1  # parameters and one optimizer slot (momentum)
+        self.checkpoint_bytes = slots * self.compute.params.sum() * self.compute.bytes_per_param
+        self.checkpoint_cost = self.checkpoint_bytes / spec.checkpoint.write_bandwidth
+        self.last_checkpoint = (0, 0.0)  # (steps it holds, time it completed)
+        self.checkpoint_time = 0.0
+        self.checkpoints = 0
+        self.failures = 0
+        self.lost_steps = 0
+        self.lost_work_time = 0.0
+        self.recovery_time = 0.0
+        self.dropped_gradients = 0
+        self.step_hooks: list[Any] = []  # called with the step about to start (at_step failures)
+        self.supervisor: Any = None
+        self.trials: Any = None  # independent trials: the scheduler, once all are done
+        # asynchronous parameter servers count updates, not global steps
+        self.counts_updates = strategy.kind == "parameter_server" and not strategy.sync
+        if self.counts_updates and self.warmup == 0:
+            self.measure_start = (0.0, 0.0)
 
-    def stream(self, name: str, worker: int = 0) -> np.random.Generator:
-        """The seeded generator of one component (and worker)."""
-        seq = np.random.SeedSequence(
-            self.spec.seed, spawn_key=(self.replication, STREAMS[name], worker)
-        )
-        return np.random.Generator(np.random.PCG64(seq))
+    def stream(self, name: str, index: int = 0) -> np.random.Generator:
+        """The seeded generator of one component (and worker or host)."""
+        return stream(self.spec.seed, self.replication, name, index)
 
-    def _jitter_factors(self) -> np.ndarray:
-        """(workers, steps) multipliers of compute time: lognormal, mean 1, CV = jitter."""
-        dist = LogNormal(self.spec.stragglers.jitter)
-        if dist.cv == 0:
-            return np.ones((self.workers, self.total_steps))
-        return np.stack(
-            [dist.sample(self.stream("jitter", w), self.total_steps) for w in range(self.workers)]
-        )
+    # -- compute ------------------------------------------------------------------------
+
+    def compute_factor(self, worker: int, step: int) -> float:
+        """Multiplier of the worker's compute in a step: jitter x persistent slowness."""
+        return self.stragglers.factor(worker, step)
+
+    def compute_delay(self, worker: int, step: int) -> float:
+        """Seconds a transient hiccup adds to the worker's compute in a step."""
+        return self.stragglers.delay(worker, step)
+
+    # -- steps ----------------------------------------------------------------------------
 
     def begin_step(self, step: int) -> None:
-        """Called by every worker as it starts a step: marks the start of measurement."""
-        if step == self.warmup and self.measure_start is None:
+        """Called by every worker as it starts a step."""
+        if self.measure_start is None and step >= self.warmup and not self.counts_updates:
             self.measure_start = (self.env.now, self.network.bytes_on_network)
+
+    def apply_update(self) -> None:
+        """Asynchronous parameter servers: one worker's gradients were applied."""
+        done = self.completed
+        if done >= self.total_steps:
+            return  # a push that lands after the last update counted
+        self.step_ends[done] = self.env.now
+        self.completed = done + 1
+        if self.measure_start is None and self.completed >= self.warmup:
+            self.measure_start = (self.env.now, self.network.bytes_on_network)
+        if self.completed >= self.total_steps:
+            self.finished.succeed()
+            return
+        self._run_hooks(self.completed)
+
+    def _run_hooks(self, done: int) -> None:
+        # Called from inside a process of the job; a hook may stop the job, and a process
+        # cannot interrupt itself, so the hooks run at the same instant, just after it.
+        if not self.step_hooks:
+            return
+
+        def run(_: Any) -> None:
+            for hook in list(self.step_hooks):
+                hook(done)
+
+        self.env.timeout(0).callbacks.append(run)
+
+    def async_checkpoint(self) -> Process:
+        """The chief of an asynchronous job writes a checkpoint when one is due."""
+        every = self.checkpoint_every
+        if not every or self.completed // every <= self.last_checkpoint[0] // every:
+            return
+        held = self.completed
+        start = self.env.now
+        yield self.env.timeout(self.checkpoint_cost)
+        self.checkpoint_time += self.checkpoint_cost
+        self.checkpoints += 1
+        self.last_checkpoint = (held, self.env.now)
+        self.tracer.span(0, vocab.CHECKPOINT, start, self.env.now)
+
+    def end_of_step(self, step: int) -> Process:
+        """The job completed global step `step`: write a checkpoint if one is due.
+
+        Sync strategies run this in their coordinating process, so a checkpoint stalls
+        everyone; asynchronous parameter servers run it in the chief only.
+        """
+        self.step_ends[step] = self.env.now
+        self.completed = step + 1
+        done = step + 1
+        if self.checkpoint_every and done % self.checkpoint_every == 0:
+            start = self.env.now
+            yield self.env.timeout(self.checkpoint_cost)
+            self.checkpoint_time += self.checkpoint_cost
+            self.checkpoints += 1
+            self.last_checkpoint = (done, self.env.now)
+            self.tracer.span(0, vocab.CHECKPOINT, start, self.env.now, step=step)
+        if done >= self.total_steps and not self.finished.triggered:
+            self.finished.succeed()
+            return
+        self._run_hooks(done)
 
     def record(
         self,
@@ -135,6 +202,8 @@ class Simulation:
         compute_end: float,
         end: float,
         spans: Sequence[Span],
+        staleness: int = 0,
+        trial: int = -1,
     ) -> None:
         """Keep one worker-step and trace its phases: compute, then comm spans and waits."""
         comm = exposed(spans, compute_end, end)
@@ -148,42 +217,71 @@ class Simulation:
                 comm_end,
                 end,
                 comm,
-                max(0.0, end - compute_end - comm),
+                self.generation,
+                staleness,
+                trial,
             )
         )
         tracer = self.tracer
-        if tracer.enabled:
-            tracer.span(worker, "compute", start, compute_end, step=step)
+        if tracer.enabled and trial < 0:
+            tracer.span(worker, vocab.COMPUTE, start, compute_end, step=step)
             cursor = compute_end
             for phase, s, e in spans:
                 tracer.span(worker, phase, s, e, comm=True, step=step)
                 if s > cursor:
-                    tracer.span(worker, "wait", cursor, min(s, end), step=step)
+                    tracer.span(worker, vocab.WAIT, cursor, min(s, end), step=step)
                 cursor = max(cursor, e)
             if end > cursor:
-                tracer.span(worker, "wait", cursor, end, step=step)
+                tracer.span(worker, vocab.WAIT, cursor, end, step=step)
+
+    # -- the run ----------------------------------------------------------------------------
 
     def run(self) -> SimulationOutcome:
-        from .training import TRAININGS  # the strategies register there
+        from .failures import Supervisor
 
-        TRAININGS[self.spec.strategy.kind](self)
-        self.env.run()
-        if len(self.records) != self.workers * self.total_steps:
+        self.supervisor = Supervisor(self)
+        self.env.run(until=self.finished)
+        if not self.counts_updates:
+            # let the workers finish their last step (a parameter-server worker still
+            # pulls the final parameters); asynchronous ones are cut at the last update
+            alive = [w.process for w in self.supervisor.training.workers if w.process.is_alive]
+            if alive:
+                self.env.run(until=self.env.all_of(alive))
+        if self.completed < self.total_steps:
             raise RuntimeError(
-                f"simulation ended early: {len(self.records)} of "
-                f"{self.workers * self.total_steps} worker-steps done"
+                f"simulation ended early: {self.completed} of {self.total_steps} steps done"
             )
         start_time, start_bytes = self.measure_start or (0.0, 0.0)
         return SimulationOutcome(
             records=self.records,
+            step_ends=self.step_ends,
             measure_start=start_time,
             bytes_on_network=self.network.bytes_on_network - start_bytes,
             tracer=self.tracer,
+            failures=self.failures,
+            lost_steps=self.lost_steps,
+            lost_work_time=self.lost_work_time,
+            recovery_time=self.recovery_time,
+            checkpoint_time=self.checkpoint_time,
+            dropped_gradients=self.dropped_gradients,
+            generation=self.generation,
+            checkpoints=self.checkpoints,
+            trials=self.trials,
         )
 
 
 class SimulationOutcome(NamedTuple):
     records: list[StepRecord]
+    step_ends: np.ndarray
     measure_start: float
     bytes_on_network: float
     tracer: Any
+    failures: int
+    lost_steps: int
+    lost_work_time: float
+    recovery_time: float
+    checkpoint_time: float
+    dropped_gradients: int
+    generation: int
+    checkpoints: int
+    trials: Any

@@ -157,8 +157,9 @@ def test_same_seed_same_results_other_seed_differs() -> None:
 def test_jitter_stream_of_a_worker_does_not_depend_on_worker_count() -> None:
     small = Simulation(make_spec(**{"stragglers.jitter": 0.2, "cluster.hosts": 2}))
     large = Simulation(make_spec(**{"stragglers.jitter": 0.2, "cluster.hosts": 8}))
-    assert (small.jitter[:2] == large.jitter[:2]).all()
-    assert small.jitter.mean() == pytest.approx(1.0, abs=0.2)
+    draws = [[s.compute_factor(w, t) for w in range(2) for t in range(300)] for s in (small, large)]
+    assert draws[0] == draws[1]
+    assert sum(draws[0]) / len(draws[0]) == pytest.approx(1.0, abs=0.05)
 
 
 def test_buckets_follow_fusion_buffer() -> None:

@@ -1,0 +1,76 @@
+"""Stragglers: jitter, persistent slow workers, transient hiccups.
+
+Each kind draws from its own seeded stream per worker, derived from the scenario seed with
+`SeedSequence(seed, spawn_key=(replication, stream id, worker))`: adding one kind never
+changes another's samples, and worker w draws the same numbers whatever the number of
+workers. Draws are indexed by (worker, step) and made in blocks on demand, so a step that
+is redone after a restart takes exactly the time it took the first time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scenarios.spec import ScenarioSpec
+
+from .distributions import LogNormal
+
+#: spawn_key ids of the random streams; new streams get new ids, old ones never change
+STREAMS = {"jitter": 1, "slow": 2, "transient": 3, "failures": 4, "trials": 5}
+
+_BLOCK = 256  # draws made at a time per worker and stream
+
+
+def stream(seed: int, replication: int, name: str, index: int = 0) -> np.random.Generator:
+    """The seeded generator of one component (and worker, host or trial)."""
+    seq = np.random.SeedSequence(seed, spawn_key=(replication, STREAMS[name], index))
+    return np.random.Generator(np.random.PCG64(seq))
+
+
+class Stragglers:
+    """Per-(worker, step) compute multipliers and added delays."""
+
+    def __init__(self, spec: ScenarioSpec, replication: int = 0):
+        self.seed = spec.seed
+        self.replication = replication
+        self.jitter = LogNormal(spec.stragglers.jitter)
+        self.slow = np.ones(spec.workers)
+        for group in spec.stragglers.slow:
+            for w in group.workers:
+                self.slow[w] *= group.factor
+        transient = spec.stragglers.transient
+        self.probability = transient.probability if transient else 0.0
+        self.hiccup = transient.delay if transient else 0.0
+        self._jitter: dict[int, np.ndarray] = {}
+        self._delay: dict[int, np.ndarray] = {}
+        self._gens: dict[tuple[str, int], np.random.Generator] = {}
+
+    def _draw(self, name: str, worker: int, cache: dict[int, np.ndarray], step: int) -> float:
+        values = cache.get(worker)
+        if values is None or step >= len(values):
+            gen = self._gens.get((name, worker))
+            if gen is None:
+                gen = self._gens[(name, worker)] = stream(self.seed, self.replication, name, worker)
+            have = 0 if values is None else len(values)
+            blocks = (step - have) // _BLOCK + 1
+            fresh = []
+            for _ in range(blocks):
+                if name == "jitter":
+                    fresh.append(self.jitter.sample(gen, _BLOCK))
+                else:
+                    hit = gen.random(_BLOCK) < self.probability
+                    fresh.append(np.where(hit, self.hiccup, 0.0))
+            values = np.concatenate(([] if values is None else [values]) + fresh)
+            cache[worker] = values
+        return float(values[step])
+
+    def factor(self, worker: int, step: int) -> float:
+        """Jitter x persistent slowness of one worker in one step."""
+        jitter = self._draw("jitter", worker, self._jitter, step) if self.jitter.cv else 1.0
+        return jitter * float(self.slow[worker])
+
+    def delay(self, worker: int, step: int) -> float:
+        """Seconds a transient hiccup adds to one worker's step (usually 0)."""
+        if self.probability <= 0:
+            return 0.0
+        return self._draw("transient", worker, self._delay, step)
