@@ -24,6 +24,7 @@ from typing import Any
 
 import simpy
 
+from scenarios.errors import ScenarioError
 from scenarios.spec import RandomFailure, ScheduledFailure
 
 from .simulation import Simulation
@@ -142,9 +143,18 @@ class Supervisor:
         else:
             self.stop_job(downtime)
 
+    #: past this many failures a job that has not finished is taken to be unable to
+    MAX_FAILURES = 20_000
+
     def stop_job(self, downtime: float) -> None:
         """Stop every process, drop the work since the last checkpoint, restart later."""
         sim, now = self.sim, self.env.now
+        if sim.failures > self.MAX_FAILURES:
+            raise ScenarioError(
+                f"failures: the job had not finished after {sim.failures:,} failures "
+                f"({sim.completed} of {sim.total_steps} steps kept at t = {now:.4g} s); "
+                "failures come faster than it can recover and checkpoint"
+            )
         if self.recovery is not None and self.recovery.is_alive:
             self.recovery.interrupt(downtime)  # failed while restarting: start over
             return

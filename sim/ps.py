@@ -226,6 +226,7 @@ class ParameterServerTraining(Training):
             wait_start = env.now
             yield gate
             sim.tracer.span(me, vocab.WAIT, wait_start, env.now, step=iteration)
+            worker.step_start = env.now  # the wait lies between iterations
         pull_start = env.now
         version = sim.completed
         yield self.pull(me, worker)

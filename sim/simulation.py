@@ -179,9 +179,8 @@ class Simulation:
         Sync strategies run this in their coordinating process, so a checkpoint stalls
         everyone; asynchronous parameter servers run it in the chief only.
         """
-        self.step_ends[step] = self.env.now
-        self.completed = step + 1
         done = step + 1
+        self.completed = done  # a failure during the checkpoint loses this step too
         if self.checkpoint_every and done % self.checkpoint_every == 0:
             start = self.env.now
             yield self.env.timeout(self.checkpoint_cost)
@@ -189,6 +188,8 @@ class Simulation:
             self.checkpoints += 1
             self.last_checkpoint = (done, self.env.now)
             self.tracer.span(0, vocab.CHECKPOINT, start, self.env.now, step=step)
+        # the step ends for everyone once its checkpoint (if any) is written
+        self.step_ends[step] = self.env.now
         if done >= self.total_steps and not self.finished.triggered:
             self.finished.succeed()
             return
