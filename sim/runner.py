@@ -95,6 +95,7 @@ def one_worker(spec: ScenarioSpec) -> ScenarioSpec:
 def checkpoint_advice(spec: ScenarioSpec, sim: Simulation, step_time: float) -> dict[str, Any]:
     """Young/Daly optimal checkpoint intervals beside the one the scenario uses."""
     advice: dict[str, Any] = {
+        "failure_free_step_time_s": step_time,
         "checkpoint_cost_s": sim.checkpoint_cost,
         "checkpoint_bytes": sim.checkpoint_bytes,
         "every_steps": spec.checkpoint.every_steps,
@@ -133,7 +134,15 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         rows.append(summarize(spec, outcome))
         frames.append(_steps_frame(point.id, replication, spec, outcome))
         if replication == 0:
-            advice = checkpoint_advice(spec, sim, rows[0]["step_time_mean_s"])
+            first = rows[0]
+            # failure-free step time, by the accounting identity of training time
+            free = (
+                first["training_time_s"]
+                - first["lost_work_time_s"]
+                - first["recovery_time_s"]
+                - first["checkpoint_time_s"]
+            ) / spec.training.steps
+            advice = checkpoint_advice(spec, sim, free)
             if trace:
                 trace_text = outcome.tracer.dumps(
                     {"scenario": spec.name, "point": point.id, "backend": "sim", "seed": spec.seed}

@@ -371,3 +371,43 @@ def test_replications_mean_and_confidence() -> None:
     # replication 0 is the single run; the mean of 8 lies within a few half-widths of it
     gap = abs(many["throughput_samples_per_s"] - one["throughput_samples_per_s"])
     assert gap < 4 * many["throughput_ci95_samples_per_s"] * math.sqrt(8)
+
+
+# ------------------------------------------------------------------ Young / Daly
+
+
+def test_checkpoint_interval_optimum_matches_daly() -> None:
+    """One worker, exponential failures (MTBF M), checkpoint cost delta, restart R: over a
+    sweep of intervals, the best mean training time lies within 15% of Daly's optimum
+    interval, and there within 3% of Daly's complete model (Daly 2006, eq. 13)."""
+    from sim.failures import daly_interval, daly_wall_time
+
+    mtbf, delta, restart, step = 600.0, 60.0, 30.0, 10.0
+    steps = 300  # Ts = 3,000 s of work
+    replications = 150  # common random numbers: every interval sees the same failures
+
+    def mean_time(every: int) -> float:
+        spec = make_spec(**{
+            "model": {"name": "toy", "params": 25e6, "flops_per_sample": "1 GFLOP"},
+            "cluster.hosts": 1,
+            "cluster.device": {"samples_per_s": {"toy": 10 / step}},
+            "training.steps": steps, "training.warmup_steps": 0,
+            # 200 MB of parameters and momentum written at 200 MB / delta
+            "checkpoint.every_steps": every,
+            "checkpoint.write_bandwidth": f"{200 / delta} MB/s",
+            "checkpoint.restart_overhead": f"{restart - 10} s",
+            "failures": [{"random": {"mtbf_per_host": f"{mtbf} s", "downtime": "10 s"}}],
+        })
+        times = []
+        for r in range(replications):
+            o = Simulation(spec, replication=r).run()
+            times.append(summarize(spec, o)["training_time_s"])
+        return float(np.mean(times))
+
+    optimum = daly_interval(delta, mtbf)  # 229.8 s
+    means = {every * step: mean_time(every) for every in (15, 20, 25, 30, 40)}
+    best = min(means, key=lambda tau: means[tau])
+    print({tau: round(t, 1) for tau, t in means.items()}, round(optimum, 1))
+    assert abs(best - optimum) / optimum <= 0.15, means
+    model = daly_wall_time(steps * step, best, delta, restart, mtbf)
+    assert abs(means[best] - model) / model <= 0.03, (means[best], model)

@@ -25,5 +25,7 @@ def test_bundled_scenario_simulates(path: Path) -> None:
     for point in scenario.points:
         row = simulate_point(point).row
         assert row["throughput_samples_per_s"] > 0
-        assert 0 < row["scaling_efficiency"] <= 1 + 1e-12
+        assert row["scaling_efficiency"] > 0
+        if point.spec.strategy.sync:  # async over 2 updates measures bursts, not a rate
+            assert row["scaling_efficiency"] <= 1 + 1e-12
         assert row["training_time_s"] > 0
