@@ -481,6 +481,18 @@ class ScenarioSpec(Strict):
                         f"worker {w} does not exist ({workers} workers: 0..{workers - 1})",
                     )
         ps = self.strategy.kind == "parameter_server"
+        if self.strategy.kind == "independent":
+            # each trial is a training run of its own: SCENARIO.md gives no failure or
+            # checkpoint semantics to a search
+            if self.failures:
+                raise _LocatedError(
+                    ("failures",), "not defined for strategy kind independent (trials)"
+                )
+            if self.checkpoint.every_steps is not None:
+                raise _LocatedError(
+                    ("checkpoint", "every_steps"),
+                    "not defined for strategy kind independent (trials)",
+                )
         for i, failure in enumerate(self.failures):
             if isinstance(failure, RandomFailure):
                 continue

@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def summary_table(results: pd.DataFrame) -> str:
-    """The terminal summary: one line per point."""
+    """The terminal summary: one line per point; columns for features in use."""
+    records = results.to_dict(orient="records")
     headers = [
         "point",
         "workers",
@@ -62,30 +63,52 @@ def summary_table(results: pd.DataFrame) -> str:
         "scaling eff",
         "comm share",
     ]
+    extra: list[tuple[str, str, str]] = []  # (header, column, format)
+    if any(not r["sync"] for r in records):
+        extra += [
+            ("max stale", "max_staleness", "{:.0f}"),
+            ("mean stale", "mean_staleness", "{:.2f}"),
+        ]
+    if any(r["dropped_gradients"] for r in records):
+        extra.append(("dropped", "dropped_gradients", "{:.0f}"))
+    if any(r["failures"] for r in records):
+        extra += [("failures", "failures", "{:.1f}"), ("lost steps", "lost_steps", "{:.1f}")]
+    if any(r["checkpoint_time_s"] for r in records):
+        extra.append(("ckpt time", "checkpoint_time_s", "{:.1f} s"))
+    if any(r["failures"] or r["checkpoint_time_s"] for r in records):
+        extra.append(("train time", "training_time_s", "{:.1f} s"))
+    if any(r["strategy"] == "independent" for r in records):
+        extra += [("makespan", "makespan_s", "{:.1f} s"), ("trials/h", "trials_per_hour", "{:.1f}")]
+    if any(r.get("replications", 1) > 1 for r in records):
+        extra.append(("± 95%", "throughput_ci95_samples_per_s", "{:,.0f}"))
+    headers += [h for h, _, _ in extra]
     rows: list[list[str]] = []
-    for r in results.to_dict(orient="records"):
+    for r in records:
         strategy = str(r["strategy"])
         if strategy == "parameter_server":
             strategy = f"ps x{r['servers']} {r['placement']}/{r['partition']}"
         elif isinstance(r["algorithm"], str) and r["algorithm"]:
             strategy = f"{strategy}/{r['algorithm']}"
-        rows.append(
-            [
-                str(r["point"]),
-                str(r["workers"]),
-                strategy,
-                f"{float(r['step_time_mean_s']) * 1e3:.1f} ms",
-                f"{float(r['throughput_samples_per_s']):,.0f}",
-                f"{float(r['scaling_efficiency']):.1%}",
-                f"{float(r['comm_time_frac']):.1%}",
-            ]
-        )
+        if not r["sync"]:
+            strategy += " async"
+        cells = [
+            str(r["point"]),
+            str(r["workers"]),
+            strategy,
+            f"{float(r['step_time_mean_s']) * 1e3:.1f} ms",
+            f"{float(r['throughput_samples_per_s']):,.0f}",
+            f"{float(r['scaling_efficiency']):.1%}",
+            f"{float(r['comm_time_frac']):.1%}",
+        ]
+        for _, column, fmt in extra:
+            value = r.get(column)
+            cells.append(fmt.format(float(value)) if value == value and value is not None else "")
+        rows.append(cells)
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
-    right = {1, 3, 4, 5, 6}
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w)
+            c.ljust(w) if i in (0, 2) else c.rjust(w)
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()
 
