@@ -24,6 +24,7 @@ from typing import Any
 
 import simpy
 
+from scenarios import vocab
 from scenarios.errors import ScenarioError
 from scenarios.spec import RandomFailure, ScheduledFailure
 
@@ -177,6 +178,8 @@ class Supervisor:
                 back = self.env.now + float(again.cause or 0.0) + self.restart_overhead
         sim = self.sim
         sim.recovery_time += self.env.now - since
+        for worker in range(sim.workers):
+            sim.tracer.span(worker, vocab.RECOVER, since, self.env.now)
         self.resumed_at = self.env.now
         self.recovery = None
         self.training = trainings()[self.kind](sim, sim.last_checkpoint[0])

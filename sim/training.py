@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
+from scenarios import vocab
+
 if TYPE_CHECKING:
     from .simulation import Simulation, Span
 
@@ -182,6 +184,7 @@ class Worker:
                 for event in self.inflight:
                     sim.network.cancel(event)
                 self.inflight = []
+                failed_at = env.now
                 back = env.now + interrupt.cause.downtime
                 while env.now < back:
                     try:
@@ -190,6 +193,7 @@ class Worker:
                         if not isinstance(again.cause, WorkerFailure):
                             return
                         back = max(back, env.now + again.cause.downtime)  # failed while down
+                sim.tracer.span(self.index, vocab.RECOVER, failed_at, env.now)
                 step = training.resume_step(self, step)
 
 

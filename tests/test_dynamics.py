@@ -387,17 +387,20 @@ def test_checkpoint_interval_optimum_matches_daly() -> None:
     replications = 150  # common random numbers: every interval sees the same failures
 
     def mean_time(every: int) -> float:
-        spec = make_spec(**{
-            "model": {"name": "toy", "params": 25e6, "flops_per_sample": "1 GFLOP"},
-            "cluster.hosts": 1,
-            "cluster.device": {"samples_per_s": {"toy": 10 / step}},
-            "training.steps": steps, "training.warmup_steps": 0,
-            # 200 MB of parameters and momentum written at 200 MB / delta
-            "checkpoint.every_steps": every,
-            "checkpoint.write_bandwidth": f"{200 / delta} MB/s",
-            "checkpoint.restart_overhead": f"{restart - 10} s",
-            "failures": [{"random": {"mtbf_per_host": f"{mtbf} s", "downtime": "10 s"}}],
-        })
+        spec = make_spec(
+            **{
+                "model": {"name": "toy", "params": 25e6, "flops_per_sample": "1 GFLOP"},
+                "cluster.hosts": 1,
+                "cluster.device": {"samples_per_s": {"toy": 10 / step}},
+                "training.steps": steps,
+                "training.warmup_steps": 0,
+                # 200 MB of parameters and momentum written at 200 MB / delta
+                "checkpoint.every_steps": every,
+                "checkpoint.write_bandwidth": f"{200 / delta} MB/s",
+                "checkpoint.restart_overhead": f"{restart - 10} s",
+                "failures": [{"random": {"mtbf_per_host": f"{mtbf} s", "downtime": "10 s"}}],
+            }
+        )
         times = []
         for r in range(replications):
             o = Simulation(spec, replication=r).run()
@@ -411,3 +414,34 @@ def test_checkpoint_interval_optimum_matches_daly() -> None:
     assert abs(best - optimum) / optimum <= 0.15, means
     model = daly_wall_time(steps * step, best, delta, restart, mtbf)
     assert abs(means[best] - model) / model <= 0.03, (means[best], model)
+
+
+def test_trace_shows_checkpoint_recover_and_wait() -> None:
+    import json
+
+    spec = make_spec(
+        **{
+            "cluster.hosts": 3,
+            "training.steps": 20,
+            "stragglers.jitter": 0.2,
+            "checkpoint.every_steps": 5,
+            "checkpoint.restart_overhead": "0.1 s",
+            "failures": [{"role": "worker", "index": 1, "at_step": 8, "downtime": "0.1 s"}],
+        }
+    )
+    o = Simulation(spec, trace=True).run()
+    trace = json.loads(o.tracer.dumps({}))
+    phases = {e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"}
+    assert {"compute", "allreduce", "wait", "checkpoint", "recover"} <= phases
+
+
+def test_independent_trials_refuse_failures() -> None:
+    from scenarios import ScenarioError
+
+    with pytest.raises(ScenarioError, match="not defined for strategy kind independent"):
+        make_spec(
+            **{
+                "strategy": {"kind": "independent", "trials": {"lr": [1, 2]}},
+                "failures": [{"role": "worker", "index": 0, "at_step": 3}],
+            }
+        )
