@@ -65,30 +65,23 @@ def load(path: str | Path, sets: Sequence[str] = ()) -> Scenario:
         raise ScenarioError(f"{path}: is a directory, not a scenario file") from None
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-    document = parse_document(raw_bytes, str(path))
-    for item in sets:
-        apply_set(document, item)
-    points = expand(document)
-    return Scenario(
-        name=points[0].spec.name,
-        path=str(path),
-        sha256=hashlib.sha256(raw_bytes).hexdigest(),
-        document=document,
-        sets=tuple(sets),
-        points=tuple(points),
-    )
+    return _build(raw_bytes, str(path), sets)
 
 
 def loads(text: str, sets: Sequence[str] = (), source: str = "<string>") -> Scenario:
     """Like `load`, from YAML text (tests, notebooks)."""
-    document = parse_document(text.encode(), source)
+    return _build(text.encode(), source, sets)
+
+
+def _build(raw: bytes, source: str, sets: Sequence[str]) -> Scenario:
+    document = parse_document(raw, source)
     for item in sets:
         apply_set(document, item)
     points = expand(document)
     return Scenario(
         name=points[0].spec.name,
         path=source,
-        sha256=hashlib.sha256(text.encode()).hexdigest(),
+        sha256=hashlib.sha256(raw).hexdigest(),
         document=document,
         sets=tuple(sets),
         points=tuple(points),
