@@ -41,11 +41,12 @@ class Stragglers:
         transient = spec.stragglers.transient
         self.probability = transient.probability if transient else 0.0
         self.hiccup = transient.delay if transient else 0.0
-        self._jitter: dict[int, np.ndarray] = {}
-        self._delay: dict[int, np.ndarray] = {}
+        self._jitter: dict[int, list[float]] = {}
+        self._delay: dict[int, list[float]] = {}
+        self._slow = self.slow.tolist()
         self._gens: dict[tuple[str, int], np.random.Generator] = {}
 
-    def _draw(self, name: str, worker: int, cache: dict[int, np.ndarray], step: int) -> float:
+    def _draw(self, name: str, worker: int, cache: dict[int, list[float]], step: int) -> float:
         values = cache.get(worker)
         if values is None or step >= len(values):
             gen = self._gens.get((name, worker))
@@ -60,14 +61,19 @@ class Stragglers:
                 else:
                     hit = gen.random(_BLOCK) < self.probability
                     fresh.append(np.where(hit, self.hiccup, 0.0))
-            values = np.concatenate(([] if values is None else [values]) + fresh)
+            # plain lists: indexing them is what the hot path does, once per worker-step
+            values = (values or []) + np.concatenate(fresh).tolist()
             cache[worker] = values
-        return float(values[step])
+        return values[step]
 
     def factor(self, worker: int, step: int) -> float:
         """Jitter x persistent slowness of one worker in one step."""
-        jitter = self._draw("jitter", worker, self._jitter, step) if self.jitter.cv else 1.0
-        return jitter * float(self.slow[worker])
+        if not self.jitter.cv:
+            return self._slow[worker]
+        values = self._jitter.get(worker)
+        if values is not None and step < len(values):  # the hot path: already drawn
+            return values[step] * self._slow[worker]
+        return self._draw("jitter", worker, self._jitter, step) * self._slow[worker]
 
     def delay(self, worker: int, step: int) -> float:
         """Seconds a transient hiccup adds to one worker's step (usually 0)."""
