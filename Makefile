@@ -3,6 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
+TF     := $(VENV)/.installed-tf
 
 .PHONY: demo test lint bench schema clean
 
@@ -13,14 +14,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
 	touch $@
 
+# run-real and its tests need TensorFlow (CPU build here; see pyproject's tf-gpu extra)
+$(TF): $(STAMP)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench,tf-cpu]'
+	touch $@
+
 demo: $(STAMP)
 	$(BIN)/simulate scenarios/library/resnet50-v100-scaling.yaml
 
-test: $(STAMP)
+test: $(TF)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check sim scenarios reports tests tools
+	$(BIN)/ruff check sim scenarios real reports tests tools
 	$(BIN)/mypy
 
 bench: $(STAMP)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from scenarios.spec import ScenarioSpec
+from scenarios.stats import step_stats as _step_stats
 
 from .simulation import SimulationOutcome
 
@@ -55,24 +56,6 @@ _T95 = (
 
 def t95(dof: int) -> float:
     return _T95[dof - 1] if 1 <= dof <= len(_T95) else 1.96
-
-
-def robust_jitter(x: np.ndarray) -> float:
-    """1.4826 x median absolute deviation: the standard deviation for normal data."""
-    if len(x) == 0:
-        return 0.0
-    return float(1.4826 * np.median(np.abs(x - np.median(x))))
-
-
-def _step_stats(durations: np.ndarray) -> dict[str, float]:
-    if not len(durations):
-        durations = np.zeros(1)
-    return {
-        "step_time_mean_s": float(np.mean(durations)),
-        "step_time_p50_s": float(np.percentile(durations, 50)),
-        "step_time_p99_s": float(np.percentile(durations, 99)),
-        "step_time_jitter_s": robust_jitter(durations),
-    }
 
 
 def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:

@@ -1,0 +1,94 @@
+"""`run-real FILE [--out DIR] [--set PATH=VALUE ...]`: the scenario, for real.
+
+Every point runs as a local TensorFlow cluster on 127.0.0.1 and writes the same result
+files as `simulate`, with `backend: real`. Bad input is one line and exit status 2 with
+nothing started or written; a run that fails or times out is one line and exit status 1;
+Ctrl-C ends every child process before returning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from scenarios import UserError, load
+from scenarios.results import provenance, results_frame, write_run
+
+from .launcher import RunError
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(
+        prog="run-real",
+        description="Run a training scenario for real with TensorFlow distributed training.",
+    )
+    parser.add_argument("scenario", metavar="FILE", help="scenario YAML file (version 1)")
+    parser.add_argument("--out", metavar="DIR", help="output directory (default runs/<name>/real)")
+    parser.add_argument(
+        "--set",
+        metavar="PATH=VALUE",
+        action="append",
+        default=[],
+        dest="sets",
+        help="override a field (VALUE is YAML); repeatable",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    started = time.perf_counter()
+    from .runner import run
+
+    try:
+        scenario = load(args.scenario, args.sets)
+        out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "real"
+        if out_dir.exists() and not out_dir.is_dir():
+            raise UserError(f"--out: {out_dir} exists and is not a directory")
+
+        def progress(point: object) -> None:
+            if not args.quiet:
+                row = point.row  # type: ignore[attr-defined]
+                print(
+                    f"{row['point']}: {row['workers']} workers, "
+                    f"step {row['step_time_mean_s'] * 1e3:.1f} ms, "
+                    f"{row['throughput_samples_per_s']:,.0f} samples/s, "
+                    f"start-up {row['startup_time_s']:.1f} s",
+                    file=sys.stderr,
+                )
+
+        points = run(scenario, progress)
+    except UserError as exc:
+        print(f"run-real: error: {exc}", file=sys.stderr)
+        return 2
+    except RunError as exc:
+        print(f"run-real: failed: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("run-real: interrupted; every worker stopped, nothing written", file=sys.stderr)
+        return 130
+    results = results_frame([p.row for p in points])
+    steps = pd.concat([p.steps for p in points], ignore_index=True)
+    meta = provenance(
+        scenario, "real", {"wall_time_s": time.perf_counter() - started, "cwd": os.getcwd()}
+    )
+    write_run(out_dir, results, steps, meta, {})
+    if not args.quiet:
+        print(f"wrote {out_dir}/ ({len(results)} points)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

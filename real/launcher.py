@@ -1,0 +1,199 @@
+"""Start a local TensorFlow cluster, stream its records, and always clean it up.
+
+Each worker is `python -m real.worker JOB.json` in a process group of its own, with a
+`TF_CONFIG` naming every worker at 127.0.0.1 on a free port. The launcher reads their
+records (`real/protocol.py`) as they come, enforces the timeout, and on success, error,
+timeout or Ctrl-C ends every child: SIGTERM to its group, then SIGKILL, then reaps it.
+No process outlives `Launcher.run`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import protocol
+
+#: seconds a worker gets to exit after SIGTERM before SIGKILL
+GRACE_S = 3.0
+
+
+class RunError(RuntimeError):
+    """A worker failed or the run timed out: the message says which and why."""
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """n distinct ports that were free on host a moment ago (bound together, then closed)."""
+    sockets = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def tf_config(index: int, ports: list[int], host: str = "127.0.0.1") -> str:
+    cluster = {"worker": [f"{host}:{p}" for p in ports]}
+    return json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+
+
+@dataclass
+class LaunchResult:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    launched: float = 0.0  # host clock when the first process was started
+    finished: float = 0.0
+
+    def of(self, event: str) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("event") == event]
+
+
+class Launcher:
+    """Run one multi-process job to completion (or failure), leaving no process behind."""
+
+    def __init__(self, jobs: list[dict[str, Any]], timeout_s: float, device: str = "cpu"):
+        self.jobs = jobs
+        self.timeout_s = timeout_s
+        self.device = device
+        self.processes: list[subprocess.Popen[str]] = []
+        self._queue: queue.Queue[tuple[int, str | None]] = queue.Queue()
+        self._logs: list[Path] = []
+
+    def _env(self, index: int, ports: list[int]) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("TF_CONFIG", None)
+        if len(self.jobs) > 1:
+            env["TF_CONFIG"] = tf_config(index, ports)
+        if self.device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""  # never touch a GPU on a CPU run
+        else:  # one GPU per worker
+            env["CUDA_VISIBLE_DEVICES"] = str(index)
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env["PYTHONUNBUFFERED"] = "1"
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        return env
+
+    def _read(self, index: int, stream: Any) -> None:
+        for line in stream:
+            self._queue.put((index, line.rstrip("\n")))
+        self._queue.put((index, None))
+
+    def run(self) -> LaunchResult:
+        result = LaunchResult()
+        workdir = Path(tempfile.mkdtemp(prefix="trainscale-real-"))
+        try:
+            ports = free_ports(len(self.jobs))
+            result.launched = time.time()
+            for index, job in enumerate(self.jobs):
+                path = workdir / f"job-{index}.json"
+                path.write_text(json.dumps(job))
+                log = workdir / f"worker-{index}.stderr"
+                self._logs.append(log)
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "real.worker", str(path)],
+                    stdout=subprocess.PIPE,
+                    stderr=log.open("w"),
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    env=self._env(index, ports),
+                    start_new_session=True,  # its own process group: killed as a whole
+                )
+                self.processes.append(process)
+                threading.Thread(
+                    target=self._read, args=(index, process.stdout), daemon=True
+                ).start()
+            self._collect(result)
+            result.finished = time.time()
+            return result
+        finally:
+            self.stop()
+            for log in self._logs:
+                log.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                for path in workdir.iterdir():
+                    path.unlink()
+                workdir.rmdir()
+
+    def _collect(self, result: LaunchResult) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        open_streams = len(self.processes)
+        done: set[int] = set()
+        while open_streams:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RunError(
+                    f"real.timeout: the run took longer than {self.timeout_s:g} s and was "
+                    f"stopped ({len(done)} of {len(self.processes)} workers had finished)"
+                )
+            try:
+                index, line = self._queue.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                self._check_exits(done)
+                continue
+            if line is None:
+                open_streams -= 1
+                continue
+            record = protocol.parse(line)
+            if record is None:
+                continue
+            if record.get("event") == "error":
+                raise RunError(f"worker {index} failed: {record.get('error')}")
+            if record.get("event") == "done":
+                done.add(index)
+            result.records.append(record)
+        self._check_exits(done, final=True)
+
+    def _check_exits(self, done: set[int], final: bool = False) -> None:
+        for index, process in enumerate(self.processes):
+            code = process.poll()
+            if code is None and final:
+                code = process.wait(timeout=30)
+            if code not in (None, 0) or (final and index not in done):
+                raise RunError(
+                    f"worker {index} exited with status {code}: {self._last_error(index)}"
+                )
+
+    def _last_error(self, index: int) -> str:
+        try:
+            lines = self._logs[index].read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "no output"
+        for line in reversed(lines):
+            if "Error" in line or "error" in line:
+                return line.strip()[:300]
+        return lines[-1].strip()[:300] if lines else "no output"
+
+    def stop(self) -> None:
+        """End every child: SIGTERM to its group, SIGKILL after a grace period, reap."""
+        for process in self.processes:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_S
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)  # anything it left in its group
+            if process.stdout:
+                process.stdout.close()

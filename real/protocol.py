@@ -1,0 +1,30 @@
+"""What a worker process tells the launcher: one JSON object per line on standard output,
+prefixed so that TensorFlow's own chatter on the same stream is never mistaken for it.
+
+Events: `ready` (model built, cluster joined: the end of start-up), `step` (one step's host
+clock times: start, compute_end, end; and the loss), `done`, `error`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+PREFIX = "@trainscale "
+
+
+def emit(record: dict[str, Any]) -> None:
+    sys.stdout.write(PREFIX + json.dumps(record, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def parse(line: str) -> dict[str, Any] | None:
+    """The record on a line, or None for anything else a worker printed."""
+    if not line.startswith(PREFIX):
+        return None
+    try:
+        record = json.loads(line[len(PREFIX) :])
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) else None

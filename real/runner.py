@@ -1,0 +1,222 @@
+"""Run every sweep point of a scenario for real and summarize it like the simulator does.
+
+What runs today: synchronous ring all-reduce with TensorFlow's MultiWorkerMirroredStrategy
+(one process per worker on this host, RING collectives on CPU, NCCL on GPU), and a single
+worker without a strategy. Everything else in the scenario language is refused before
+anything starts, with a line that names the field (`... not implemented yet by run-real`):
+never run something else under its name.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scenarios import vocab
+from scenarios.errors import NotModelledError, ScenarioError
+from scenarios.loader import Point, Scenario
+from scenarios.spec import ScenarioSpec
+from scenarios.stats import step_stats
+
+from .launcher import Launcher, LaunchResult
+
+#: seconds a collective may hang before TensorFlow aborts it (a hang is reported, never waited)
+COLLECTIVE_TIMEOUT_S = 120
+
+
+def check_supported(spec: ScenarioSpec) -> None:
+    """Refuse, before anything starts, what run-real cannot (yet) run as specified."""
+    st = spec.strategy
+    problems = []
+    if st.kind != "allreduce":
+        problems.append(f"strategy.kind: {st.kind}")
+    elif not st.sync:
+        problems.append("strategy.sync: false (asynchronous all-reduce)")
+    elif st.algorithm != "ring":
+        problems.append(
+            f"strategy.algorithm: {st.algorithm} (TensorFlow's MultiWorkerMirroredStrategy "
+            "offers ring on CPU and NCCL's own choice on GPU)"
+        )
+    if spec.stragglers.jitter or spec.stragglers.slow or spec.stragglers.transient:
+        problems.append("stragglers")
+    if spec.failures:
+        problems.append("failures")
+    if spec.checkpoint.every_steps is not None:
+        problems.append("checkpoint.every_steps")
+    if spec.training.data != "synthetic":
+        problems.append(f"training.data: {spec.training.data}")
+    if spec.real.engine != "local":
+        problems.append(f"real.engine: {spec.real.engine}")
+    if spec.cluster.hosts > 1:
+        problems.append("cluster.hosts > 1 (local processes run on this host only)")
+    if problems:
+        raise NotModelledError(f"{problems[0]}: not implemented yet by run-real")
+    if spec.model.keras is None:
+        raise ScenarioError(
+            f"model: {spec.model.name} has no keras builder, so run-real cannot build it"
+        )
+
+
+def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[dict[str, Any]]:
+    n = spec.workers if workers is None else workers
+    lr = spec.training.learning_rate
+    scale = {"linear": n, "sqrt": n**0.5, "none": 1}[lr.scaling]  # Goyal et al.
+    common = {
+        "workers": n,
+        "device": spec.real.device,
+        "collective_timeout_s": COLLECTIVE_TIMEOUT_S,
+        "batch_per_worker": spec.training.batch_per_worker,
+        "seed": spec.seed,
+        "keras": spec.model.keras.model_dump() if spec.model.keras else {},
+        "learning_rate": lr.base * scale,
+        "warmup_steps": spec.training.warmup_steps,
+        "steps": spec.training.steps,
+    }
+    return [dict(common, index=i) for i in range(n)]
+
+
+@dataclass
+class RealPoint:
+    point_id: str
+    row: dict[str, Any]
+    steps: pd.DataFrame
+    losses: list[float] = field(default_factory=list)
+
+
+def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any], pd.DataFrame]:
+    warmup, steps, n = spec.training.warmup_steps, spec.training.steps, spec.workers
+    records = launch.of("step")
+    ready = launch.of("ready")
+    t0 = min(r["start"] for r in records)
+    ends = np.full(warmup + steps, -np.inf)
+    for r in records:
+        ends[r["step"]] = max(ends[r["step"]], r["end"])
+    begin = ends[warmup - 1] if warmup else t0
+    measured = ends[warmup:]
+    durations = np.diff(np.concatenate([[begin], measured]))
+    training_time = float(measured[-1] - begin)
+    inside = [r for r in records if r["step"] >= warmup]
+    compute = sum(r["compute_end"] - r["start"] for r in inside)
+    comm = sum(r["end"] - r["compute_end"] for r in inside)
+    busy = n * training_time
+    row = {
+        **step_stats(durations),
+        "throughput_samples_per_s": n * spec.training.batch_per_worker * steps / training_time,
+        "compute_time_frac": compute / busy,
+        # all-reduce and update, including waiting for the slowest (not separable here)
+        "comm_time_frac": comm / busy,
+        "wait_time_frac": max(0.0, 1 - (compute + comm) / busy),
+        "bytes_on_network": 0.0,  # loopback: nothing crosses a NIC
+        "max_staleness": 0,
+        "mean_staleness": 0.0,
+        "dropped_gradients": 0,
+        "failures": 0,
+        "lost_steps": 0,
+        "recovery_time_s": 0.0,
+        "checkpoint_time_s": 0.0,
+        "training_time_s": training_time,
+        "startup_time_s": max(r["time"] for r in ready) - launch.launched,
+        "final_loss": float(
+            np.mean([r["loss"] for r in records if r["step"] == warmup + steps - 1])
+        ),
+    }
+    frame = pd.DataFrame(
+        {
+            "worker": [r["worker"] for r in records],
+            "step": [r["step"] for r in records],
+            "warmup": [r["step"] < warmup for r in records],
+            "start_s": [r["start"] - t0 for r in records],
+            "compute_end_s": [r["compute_end"] - t0 for r in records],
+            "comm_end_s": [r["end"] - t0 for r in records],
+            "end_s": [r["end"] - t0 for r in records],
+            "replication": 0,
+            "generation": 0,
+            "lost": False,
+            "trial": -1,
+            "staleness": 0,
+            "loss": [r["loss"] for r in records],
+        }
+    )
+    return row, frame
+
+
+_BASELINES: dict[str, float] = {}
+
+
+def run_point(point: Point) -> RealPoint:
+    started = time.perf_counter()
+    spec = point.spec
+    launch = Launcher(jobs_for(spec), spec.real.timeout, spec.real.device).run()
+    stats, frame = summarize(spec, launch)
+    key = repr(jobs_for(spec, 1))
+    if key not in _BASELINES:
+        if spec.workers == 1:
+            _BASELINES[key] = stats["throughput_samples_per_s"]
+        else:
+            one = Launcher(jobs_for(spec, 1), spec.real.timeout, spec.real.device).run()
+            single = spec.model_copy(
+                update={
+                    "cluster": spec.cluster.model_copy(update={"hosts": 1, "devices_per_host": 1})
+                }
+            )
+            _BASELINES[key] = summarize(single, one)[0]["throughput_samples_per_s"]
+    base = _BASELINES[key]
+    row: dict[str, Any] = {
+        "point": point.id,
+        "backend": "real",
+        "scenario": spec.name,
+        "model": spec.model.name,
+        "strategy": spec.strategy.kind,
+        "algorithm": spec.strategy.algorithm,
+        "sync": spec.strategy.sync,
+        "workers": spec.workers,
+        "servers": 0,
+        "batch_per_worker": spec.training.batch_per_worker,
+        "steps": spec.training.steps,
+        **stats,
+        "scaling_efficiency": stats["throughput_samples_per_s"] / (spec.workers * base),
+        "device": spec.real.device,
+    }
+    row["wall_time_s"] = time.perf_counter() - started
+    frame.insert(0, "point", point.id)
+    frame = frame.reindex(columns=list(vocab.STEP_COLUMNS) + ["loss"])
+    frame = frame.sort_values(["step", "worker"], kind="stable", ignore_index=True)
+    return RealPoint(point.id, row, frame)
+
+
+def run(scenario: Scenario, progress: Any = None) -> list[RealPoint]:
+    """Check every point first (nothing starts if one is refused), then run them in turn."""
+    for point in scenario.points:
+        check_supported(point.spec)
+    if any(p.spec.real.device == "gpu" for p in scenario.points):
+        require_gpu()
+    done = []
+    for point in scenario.points:
+        done.append(run_point(point))
+        if progress:
+            progress(done[-1])
+    return done
+
+
+def require_gpu() -> None:
+    """Refuse `real.device: gpu` where TensorFlow sees no GPU."""
+    import subprocess
+    import sys
+
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    count = probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else "0"
+    if probe.returncode != 0 or count == "0":
+        raise ScenarioError("real.device: gpu, but TensorFlow sees no GPU on this machine")

@@ -1,0 +1,136 @@
+"""One TensorFlow worker process of `run-real`: `python -m real.worker JOB.json`.
+
+The launcher (`real/launcher.py`) writes the job, sets `TF_CONFIG`, and reads this
+process's standard output: one JSON object per line (`real/protocol.py`). Training is a
+custom loop (Keras 3 `fit` fails under MultiWorkerMirroredStrategy, TF-NOTES.md):
+
+    strategy.run(step): gradients, tf.timestamp() -> compute_end,
+                        apply_gradients (all-reduce + update) -> end
+
+Data are synthetic: random tensors made once, as tf_cnn_benchmarks does, so that input
+never limits the step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from . import protocol
+
+
+def _configure_threads(tf: Any, job: dict[str, Any]) -> None:
+    tf.config.threading.set_intra_op_parallelism_threads(job.get("intra_op_threads", 1))
+    tf.config.threading.set_inter_op_parallelism_threads(job.get("inter_op_threads", 1))
+
+
+def _strategy(tf: Any, job: dict[str, Any]) -> Any:
+    if job["workers"] == 1:
+        return tf.distribute.get_strategy()  # the default: one device, no collectives
+    comm = tf.distribute.experimental.CommunicationImplementation
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=comm.NCCL if job["device"] == "gpu" else comm.RING,
+        timeout_seconds=job["collective_timeout_s"],
+    )
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def run(job: dict[str, Any]) -> None:
+    """Build the model, run warm-up and measured steps, report each step."""
+    launched = time.time()
+    import tensorflow as tf
+
+    from .models import build_model
+
+    _configure_threads(tf, job)
+    strategy = _strategy(tf, job)
+    keras = tf.keras
+    index, workers = job["index"], job["workers"]
+    batch = job["batch_per_worker"]
+    global_batch = batch * workers
+    tf.random.set_seed(job["seed"] * 1000 + index)
+    with strategy.scope():
+        model = build_model(job["keras"])
+        optimizer = keras.optimizers.SGD(learning_rate=job["learning_rate"], momentum=0.9)
+        # slots made now, as mirrored variables: made lazily inside the replica function
+        # they are not, and the all-reduce finds no destinations
+        optimizer.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    shape = tuple(model.inputs[0].shape[1:])
+    classes = int(model.outputs[0].shape[-1])
+    x = tf.random.uniform((batch, *shape), seed=job["seed"] + index)
+    y = tf.random.uniform((batch,), maxval=classes, dtype=tf.int32, seed=job["seed"] + index)
+
+    def replica_step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        # the host clock once every gradient exists: the end of compute (all processes
+        # share the clock, so it compares with time.time() outside)
+        with tf.control_dependencies([g for g in grads if g is not None]):
+            computed = tf.timestamp()
+        with tf.control_dependencies([computed]):
+            # Keras 3 optimizers all-reduce the gradients across replicas themselves
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss, computed
+
+    @tf.function
+    def train_step(x: Any, y: Any) -> Any:
+        # one strategy.run: gradients passed between two runs cannot be all-reduced
+        return strategy.run(replica_step, args=(x, y))
+
+    protocol.emit(
+        {
+            "event": "ready",
+            "worker": index,
+            "time": time.time(),
+            "launched": launched,
+            "params": int(model.count_params()),
+        }
+    )
+    total = job["warmup_steps"] + job["steps"]
+    for step in range(total):
+        start = time.time()
+        loss, computed = train_step(x, y)
+        end = time.time()
+        replica_loss = strategy.experimental_local_results(loss)[0]
+        compute_end = float(strategy.experimental_local_results(computed)[0])
+        protocol.emit(
+            {
+                "event": "step",
+                "worker": index,
+                "step": step,
+                "start": start,
+                "compute_end": compute_end,
+                "end": end,
+                "loss": float(replica_loss) * workers,  # back from the global-batch average
+            }
+        )
+    protocol.emit({"event": "done", "worker": index, "time": time.time()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    with open(args[0], encoding="utf-8") as f:
+        job = json.load(f)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        run(job)
+    except Exception as exc:  # report it to the launcher, then fail loudly
+        protocol.emit(
+            {
+                "event": "error",
+                "worker": job.get("index"),
+                "error": f"{type(exc).__name__}: {exc}"[-4000:],
+            }
+        )
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""run-real with real TensorFlow processes (few and small: a tiny MLP, a handful of steps).
+
+Skipped where TensorFlow is not installed. Every test also checks that no worker process
+outlives the run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from real.launcher import Launcher, RunError  # noqa: E402
+from scenarios import vocab  # noqa: E402
+
+pytestmark = pytest.mark.real
+ROOT = Path(__file__).resolve().parent.parent
+
+SCENARIO = """
+version: 1
+name: real-test
+seed: 3
+model: {name: tiny-mlp, keras: {builder: mlp, inputs: 64, hidden: [128], classes: 10}}
+cluster: {hosts: 1, devices_per_host: 2, device: cpu, host_link: loopback}
+training: {batch_per_worker: 16, steps: 12, warmup_steps: 2, learning_rate: {base: 0.05}}
+strategy: {kind: allreduce, algorithm: ring}
+real: {timeout: 3 min}
+"""
+
+
+def workers_alive() -> list[int]:
+    """PIDs of any real.worker process on this machine."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"real.worker" in cmdline and b"pytest" not in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "real.yaml"
+    path.write_text(SCENARIO)
+    return path
+
+
+def run_real(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "real.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        **kw,
+    )  # type: ignore[call-overload]
+
+
+def test_two_worker_ring_allreduce(scenario: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_real(str(scenario), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = pd.read_csv(out / vocab.RESULTS_FILE)
+    (row,) = results.to_dict(orient="records")
+    assert row["backend"] == "real" and row["workers"] == 2
+    assert row["throughput_samples_per_s"] > 0 and row["scaling_efficiency"] > 0
+    assert row["startup_time_s"] > 0
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    assert list(steps.columns[: len(vocab.STEP_COLUMNS)]) == list(vocab.STEP_COLUMNS)
+    assert len(steps) == 2 * 14 and steps.warmup.sum() == 2 * 2
+    assert (steps.start_s <= steps.compute_end_s + 1e-6).all()
+    assert (steps.compute_end_s <= steps.end_s + 1e-6).all()
+    # the loss falls: the workers really train (synthetic batches are learnable)
+    losses = steps[steps.worker == 0].sort_values("step").loss.tolist()
+    assert sum(losses[-3:]) < sum(losses[:3])
+    assert workers_alive() == []
+
+
+def test_refused_before_anything_starts(scenario: Path, tmp_path: Path) -> None:
+    out = tmp_path / "never"
+    started = time.monotonic()
+    proc = run_real(
+        str(scenario), "--out", str(out), "--set", "strategy={kind: parameter_server, servers: 1}"
+    )
+    assert proc.returncode == 2
+    assert "not implemented yet by run-real" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+    assert time.monotonic() - started < 30  # no TensorFlow cluster was started
+
+
+def test_no_gpu_is_refused_cleanly(scenario: Path, tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU")
+    proc = run_real(str(scenario), "--out", str(tmp_path / "gpu"), "--set", "real.device=gpu")
+    assert proc.returncode == 2 and "sees no GPU" in proc.stderr
+
+
+def _job(**over: object) -> dict[str, object]:
+    job = {
+        "index": 0,
+        "workers": 1,
+        "device": "cpu",
+        "collective_timeout_s": 30,
+        "batch_per_worker": 8,
+        "seed": 1,
+        "learning_rate": 0.05,
+        "warmup_steps": 0,
+        "steps": 3,
+        "keras": {"builder": "mlp", "inputs": 8, "hidden": [8], "classes": 2},
+    }
+    job.update(over)
+    return job
+
+
+def test_failing_worker_is_reported_and_reaped() -> None:
+    jobs = [_job(index=i, workers=2, keras={"builder": "no-such-model"}) for i in range(2)]
+    with pytest.raises(RunError, match="worker"):
+        Launcher(jobs, timeout_s=120).run()
+    assert workers_alive() == []
+
+
+def test_timeout_kills_everything() -> None:
+    jobs = [_job(index=i, workers=2, steps=100000) for i in range(2)]
+    with pytest.raises(RunError, match="real.timeout"):
+        Launcher(jobs, timeout_s=20).run()
+    assert workers_alive() == []
+
+
+def test_ctrl_c_leaves_no_process(scenario: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "real.cli",
+            str(scenario),
+            "--out",
+            str(tmp_path / "int"),
+            "--set",
+            "training.steps=100000",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(workers_alive()) < 2:
+        time.sleep(0.5)
+    assert len(workers_alive()) == 2
+    time.sleep(2)
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert workers_alive() == []
+    assert not (tmp_path / "int").exists()
