@@ -48,9 +48,15 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def tf_config(index: int, ports: list[int], host: str = "127.0.0.1") -> str:
-    cluster = {"worker": [f"{host}:{p}" for p in ports]}
-    return json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+def tf_config(
+    jobs: list[dict[str, Any]], ports: list[int], me: int, host: str = "127.0.0.1"
+) -> str:
+    """TF_CONFIG for job `me`: every job's role (default worker) and address."""
+    cluster: dict[str, list[str]] = {}
+    for job, port in zip(jobs, ports, strict=True):
+        cluster.setdefault(job.get("role", "worker"), []).append(f"{host}:{port}")
+    task = {"type": jobs[me].get("role", "worker"), "index": jobs[me]["index"]}
+    return json.dumps({"cluster": cluster, "task": task})
 
 
 @dataclass
@@ -77,12 +83,13 @@ class Launcher:
     def _env(self, index: int, ports: list[int]) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("TF_CONFIG", None)
+        job = self.jobs[index]
         if len(self.jobs) > 1:
-            env["TF_CONFIG"] = tf_config(index, ports)
-        if self.device == "cpu":
+            env["TF_CONFIG"] = tf_config(self.jobs, ports, index)
+        if self.device == "gpu" and job.get("role", "worker") == "worker":
+            env["CUDA_VISIBLE_DEVICES"] = str(job["index"])  # one GPU per worker
+        else:
             env["CUDA_VISIBLE_DEVICES"] = ""  # never touch a GPU on a CPU run
-        else:  # one GPU per worker
-            env["CUDA_VISIBLE_DEVICES"] = str(index)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         env["PYTHONUNBUFFERED"] = "1"
         root = str(Path(__file__).resolve().parent.parent)
@@ -131,15 +138,16 @@ class Launcher:
                 workdir.rmdir()
 
     def _collect(self, result: LaunchResult) -> None:
+        """Read records until every reporting process is done (servers never are)."""
         deadline = time.monotonic() + self.timeout_s
-        open_streams = len(self.processes)
+        reporting = {i for i, job in enumerate(self.jobs) if not job.get("serve")}
         done: set[int] = set()
-        while open_streams:
+        while not reporting <= done:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RunError(
                     f"real.timeout: the run took longer than {self.timeout_s:g} s and was "
-                    f"stopped ({len(done)} of {len(self.processes)} workers had finished)"
+                    f"stopped ({len(done)} of {len(reporting)} processes had finished)"
                 )
             try:
                 index, line = self._queue.get(timeout=min(left, 0.5))
@@ -147,26 +155,32 @@ class Launcher:
                 self._check_exits(done)
                 continue
             if line is None:
-                open_streams -= 1
+                if index in reporting and index not in done:
+                    self._check_exits(done, only=index)
                 continue
             record = protocol.parse(line)
             if record is None:
                 continue
             if record.get("event") == "error":
-                raise RunError(f"worker {index} failed: {record.get('error')}")
+                raise RunError(f"process {index} failed: {record.get('error')}")
             if record.get("event") == "done":
                 done.add(index)
             result.records.append(record)
-        self._check_exits(done, final=True)
+        for index in reporting:
+            self.processes[index].wait(timeout=60)
+        self._check_exits(done)
 
-    def _check_exits(self, done: set[int], final: bool = False) -> None:
+    def _check_exits(self, done: set[int], only: int | None = None) -> None:
+        """Fail on any process that ended badly, or a reporting one that ended early."""
         for index, process in enumerate(self.processes):
-            code = process.poll()
-            if code is None and final:
-                code = process.wait(timeout=30)
-            if code not in (None, 0) or (final and index not in done):
+            if only is not None and index != only:
+                continue
+            code = process.poll() if only is None else process.wait(timeout=30)
+            if code is None:
+                continue
+            if code != 0 or (index not in done and not self.jobs[index].get("serve")):
                 raise RunError(
-                    f"worker {index} exited with status {code}: {self._last_error(index)}"
+                    f"process {index} exited with status {code}: {self._last_error(index)}"
                 )
 
     def _last_error(self, index: int) -> str:

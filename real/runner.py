@@ -32,7 +32,18 @@ def check_supported(spec: ScenarioSpec) -> None:
     """Refuse, before anything starts, what run-real cannot (yet) run as specified."""
     st = spec.strategy
     problems = []
-    if st.kind != "allreduce":
+    if st.kind == "parameter_server":
+        if st.sync:
+            problems.append("strategy.sync: true with parameter servers")
+        elif st.partition == "greedy":
+            problems.append("strategy.partition: greedy (TF 2 has no greedy placement)")
+        elif st.placement != "dedicated":
+            problems.append(f"strategy.placement: {st.placement}")
+        elif st.local_aggregation:
+            problems.append("strategy.local_aggregation")
+        elif st.staleness is not None:
+            problems.append("strategy.staleness (TensorFlow has no SSP bound)")
+    elif st.kind != "allreduce":
         problems.append(f"strategy.kind: {st.kind}")
     elif not st.sync:
         problems.append("strategy.sync: false (asynchronous all-reduce)")
@@ -65,6 +76,8 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[dict[str, A
     n = spec.workers if workers is None else workers
     lr = spec.training.learning_rate
     scale = {"linear": n, "sqrt": n**0.5, "none": 1}[lr.scaling]  # Goyal et al.
+    if spec.strategy.kind == "parameter_server":
+        scale = 1  # asynchronous: every update is one worker's batch
     common = {
         "workers": n,
         "device": spec.real.device,
@@ -76,6 +89,12 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[dict[str, A
         "warmup_steps": spec.training.warmup_steps,
         "steps": spec.training.steps,
     }
+    st = spec.strategy
+    if st.kind == "parameter_server":  # even alone, a worker talks to its servers
+        chief = dict(common, role="chief", index=0, servers=st.servers, partition=st.partition)
+        workers_ = [dict(common, role="worker", index=i, serve=True) for i in range(n)]
+        servers = [dict(common, role="ps", index=j, serve=True) for j in range(st.servers)]
+        return [chief, *workers_, *servers]
     return [dict(common, index=i) for i in range(n)]
 
 
@@ -92,27 +111,40 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
     records = launch.of("step")
     ready = launch.of("ready")
     t0 = min(r["start"] for r in records)
-    ends = np.full(warmup + steps, -np.inf)
-    for r in records:
-        ends[r["step"]] = max(ends[r["step"]], r["end"])
+    asynchronous = spec.strategy.kind == "parameter_server"
+    if asynchronous:  # a step is one update (one worker's batch), in order of completion
+        ends = np.sort(np.array([r["end"] for r in records]))
+        samples = spec.training.batch_per_worker * steps
+    else:  # a step ends when its last worker's update ends
+        ends = np.full(warmup + steps, -np.inf)
+        for r in records:
+            ends[r["step"]] = max(ends[r["step"]], r["end"])
+        samples = n * spec.training.batch_per_worker * steps
     begin = ends[warmup - 1] if warmup else t0
     measured = ends[warmup:]
-    durations = np.diff(np.concatenate([[begin], measured]))
-    training_time = float(measured[-1] - begin)
-    inside = [r for r in records if r["step"] >= warmup]
-    compute = sum(r["compute_end"] - r["start"] for r in inside)
-    comm = sum(r["end"] - r["compute_end"] for r in inside)
+    finish = float(measured[-1])
+    training_time = float(finish - begin)
+    if asynchronous:
+        window = [r for r in records if begin <= r["start"] and r["end"] <= finish]
+        durations = np.array([r["end"] - r["start"] for r in window])
+    else:
+        window = [r for r in records if r["step"] >= warmup]
+        durations = np.diff(np.concatenate([[begin], measured]))
+    compute = sum(r["compute_end"] - r["start"] for r in window)
+    comm = sum(r["end"] - r["compute_end"] for r in window)
     busy = n * training_time
+    staleness = [r.get("staleness", 0) for r in window] or [0]
+    last = max(r["step"] for r in records)
     row = {
         **step_stats(durations),
-        "throughput_samples_per_s": n * spec.training.batch_per_worker * steps / training_time,
+        "throughput_samples_per_s": samples / training_time,
         "compute_time_frac": compute / busy,
-        # all-reduce and update, including waiting for the slowest (not separable here)
+        # all-reduce (or push) and update, including waiting (not separable from outside)
         "comm_time_frac": comm / busy,
         "wait_time_frac": max(0.0, 1 - (compute + comm) / busy),
         "bytes_on_network": 0.0,  # loopback: nothing crosses a NIC
-        "max_staleness": 0,
-        "mean_staleness": 0.0,
+        "max_staleness": int(max(staleness)),
+        "mean_staleness": float(np.mean(staleness)),
         "dropped_gradients": 0,
         "failures": 0,
         "lost_steps": 0,
@@ -120,9 +152,7 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
         "checkpoint_time_s": 0.0,
         "training_time_s": training_time,
         "startup_time_s": max(r["time"] for r in ready) - launch.launched,
-        "final_loss": float(
-            np.mean([r["loss"] for r in records if r["step"] == warmup + steps - 1])
-        ),
+        "final_loss": float(np.mean([r["loss"] for r in records if r["step"] == last])),
     }
     frame = pd.DataFrame(
         {
@@ -137,7 +167,7 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
             "generation": 0,
             "lost": False,
             "trial": -1,
-            "staleness": 0,
+            "staleness": [r.get("staleness", 0) for r in records],
             "loss": [r["loss"] for r in records],
         }
     )
@@ -171,10 +201,10 @@ def run_point(point: Point) -> RealPoint:
         "scenario": spec.name,
         "model": spec.model.name,
         "strategy": spec.strategy.kind,
-        "algorithm": spec.strategy.algorithm,
+        "algorithm": spec.strategy.algorithm if spec.strategy.kind == "allreduce" else "",
         "sync": spec.strategy.sync,
         "workers": spec.workers,
-        "servers": 0,
+        "servers": spec.strategy.servers if spec.strategy.kind == "parameter_server" else 0,
         "batch_per_worker": spec.training.batch_per_worker,
         "steps": spec.training.steps,
         **stats,

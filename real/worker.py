@@ -119,7 +119,16 @@ def main(argv: list[str] | None = None) -> int:
         job = json.load(f)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        run(job)
+        if job.get("serve"):
+            from .ps import serve
+
+            serve(job)
+        elif job.get("role") == "chief":
+            from .ps import coordinate
+
+            coordinate(job)
+        else:
+            run(job)
     except Exception as exc:  # report it to the launcher, then fail loudly
         protocol.emit(
             {
