@@ -52,8 +52,10 @@ def check_supported(spec: ScenarioSpec) -> None:
             f"strategy.algorithm: {st.algorithm} (TensorFlow's MultiWorkerMirroredStrategy "
             "offers ring on CPU and NCCL's own choice on GPU)"
         )
-    if spec.stragglers.jitter or spec.stragglers.slow or spec.stragglers.transient:
-        problems.append("stragglers")
+    if st.kind == "parameter_server" and (
+        spec.stragglers.jitter or spec.stragglers.slow or spec.stragglers.transient
+    ):
+        problems.append("stragglers with parameter servers (workers run no Python there)")
     if spec.failures:
         problems.append("failures")
     if spec.checkpoint.every_steps is not None:
@@ -95,7 +97,25 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[dict[str, A
         workers_ = [dict(common, role="worker", index=i, serve=True) for i in range(n)]
         servers = [dict(common, role="ps", index=j, serve=True) for j in range(st.servers)]
         return [chief, *workers_, *servers]
-    return [dict(common, index=i) for i in range(n)]
+    return [dict(common, index=i, **stragglers_of(spec, i)) for i in range(n)]
+
+
+def stragglers_of(spec: ScenarioSpec, worker: int) -> dict[str, Any]:
+    """What worker `worker` injects: jitter, persistent slowness, transient hiccups (seconds
+    per step), from the same seeded streams as the simulator."""
+    from scenarios.streams import stream
+
+    total = spec.training.warmup_steps + spec.training.steps
+    slow = 1.0
+    for group in spec.stragglers.slow:
+        if worker in group.workers:
+            slow *= group.factor
+    hiccups = [0.0] * total
+    transient = spec.stragglers.transient
+    if transient is not None and transient.probability > 0:
+        hit = stream(spec.seed, 0, "transient", worker).random(total) < transient.probability
+        hiccups = [transient.delay if h else 0.0 for h in hit.tolist()]
+    return {"jitter": spec.stragglers.jitter, "slow": slow, "hiccups": hiccups}
 
 
 @dataclass

@@ -38,6 +38,19 @@ def _strategy(tf: Any, job: dict[str, Any]) -> Any:
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
+def _slowdowns(job: dict[str, Any], total: int) -> list[float]:
+    """Per step, how much longer than its own compute this worker takes: jitter (from the
+    simulator's own seeded stream for this worker) x persistent slowness, minus 1. A
+    factor below 1 cannot be made real (a worker cannot compute faster): it counts as 1."""
+    import numpy as np
+
+    from scenarios.streams import lognormal_factors, stream
+
+    rng = stream(job["seed"], 0, "jitter", job["index"])
+    factors = lognormal_factors(rng, job.get("jitter", 0.0), total) * job.get("slow", 1.0)
+    return [max(0.0, float(f) - 1.0) for f in np.asarray(factors)]
+
+
 def run(job: dict[str, Any]) -> None:
     """Build the model, run warm-up and measured steps, report each step."""
     launched = time.time()
@@ -93,12 +106,23 @@ def run(job: dict[str, Any]) -> None:
         }
     )
     total = job["warmup_steps"] + job["steps"]
+    slowdown = _slowdowns(job, total)
+    compute_s = 0.0
     for step in range(total):
         start = time.time()
+        if slowdown[step] > 0 and compute_s > 0:
+            # a straggler: stretch this step's compute by sleeping (factor - 1) x the
+            # compute time measured in the step before, plus any transient hiccup
+            time.sleep(slowdown[step] * compute_s)
+        hiccup = job.get("hiccups", [0.0] * total)[step]
+        if hiccup > 0:
+            time.sleep(hiccup)
+        began = time.time()
         loss, computed = train_step(x, y)
         end = time.time()
         replica_loss = strategy.experimental_local_results(loss)[0]
         compute_end = float(strategy.experimental_local_results(computed)[0])
+        compute_s = compute_end - began
         protocol.emit(
             {
                 "event": "step",

@@ -18,10 +18,11 @@ import simpy
 from scenarios import vocab
 from scenarios.errors import NotModelledError
 from scenarios.spec import ScenarioSpec
+from scenarios.streams import stream
 
 from .compute import ComputeModel
 from .network import make_network
-from .stragglers import Stragglers, stream
+from .stragglers import Stragglers
 from .topology import Topology
 from .trace import ChromeTracer, NullTracer
 

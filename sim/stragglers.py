@@ -12,19 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from scenarios.spec import ScenarioSpec
+from scenarios.streams import stream
 
 from .distributions import LogNormal
 
-#: spawn_key ids of the random streams; new streams get new ids, old ones never change
-STREAMS = {"jitter": 1, "slow": 2, "transient": 3, "failures": 4, "trials": 5}
-
 _BLOCK = 256  # draws made at a time per worker and stream
-
-
-def stream(seed: int, replication: int, name: str, index: int = 0) -> np.random.Generator:
-    """The seeded generator of one component (and worker, host or trial)."""
-    seq = np.random.SeedSequence(seed, spawn_key=(replication, STREAMS[name], index))
-    return np.random.Generator(np.random.PCG64(seq))
 
 
 class Stragglers:

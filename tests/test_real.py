@@ -113,6 +113,28 @@ def test_async_parameter_server(scenario: Path, tmp_path: Path) -> None:
     assert workers_alive() == []
 
 
+def test_straggler_slows_the_sync_step(scenario: Path, tmp_path: Path) -> None:
+    out = tmp_path / "slow"
+    proc = run_real(
+        str(scenario),
+        "--out",
+        str(out),
+        "--set",
+        "training.steps=20",
+        "--set",
+        "sweep={stragglers.slow: [[], [{workers: [1], factor: 4}]]}",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    fast, slow = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+    # worker 1 sleeps 3 x its compute each step; worker 0 waits for it in the all-reduce
+    assert slow["step_time_mean_s"] > 1.5 * fast["step_time_mean_s"]
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    stretched = steps[(steps.point == slow["point"]) & ~steps.warmup]
+    own = (stretched.compute_end_s - stretched.start_s).groupby(stretched.worker).mean()
+    assert own[1] > 2.5 * own[0]
+    assert workers_alive() == []
+
+
 def test_refused_before_anything_starts(scenario: Path, tmp_path: Path) -> None:
     out = tmp_path / "never"
     started = time.monotonic()

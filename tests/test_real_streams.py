@@ -1,0 +1,26 @@
+"""run-real injects the very stragglers the simulator draws (no TensorFlow needed here)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_spec
+
+from real.runner import jobs_for, stragglers_of
+from real.worker import _slowdowns
+from sim.simulation import Simulation
+
+
+def test_real_jitter_and_hiccups_are_the_simulated_ones() -> None:
+    spec = make_spec(**{
+        "cluster.hosts": 1, "cluster.devices_per_host": 3, "training.steps": 40,
+        "stragglers.jitter": 0.3, "stragglers.slow": [{"workers": [2], "factor": 1.5}],
+        "stragglers.transient": {"probability": 0.2, "delay": "50 ms"},
+    })
+    sim = Simulation(spec)
+    total = spec.training.warmup_steps + spec.training.steps
+    for job in jobs_for(spec):
+        w = job["index"]
+        expected = [max(0.0, sim.compute_factor(w, t) - 1) for t in range(total)]
+        assert _slowdowns(job, total) == pytest.approx(expected, rel=1e-12)
+        assert job["hiccups"] == [sim.compute_delay(w, t) for t in range(total)]
+    assert stragglers_of(spec, 2)["slow"] == 1.5 and stragglers_of(spec, 0)["slow"] == 1.0
