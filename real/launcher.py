@@ -33,6 +33,14 @@ GRACE_S = 3.0
 class RunError(RuntimeError):
     """A worker failed or the run timed out: the message says which and why."""
 
+    def __init__(self, message: str, result: LaunchResult | None = None):
+        super().__init__(message)
+        self.result = result  # what the run reported before it failed
+
+
+class InjectedFailure(RunError):
+    """The run failed because the launcher killed a process, as the scenario asked."""
+
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """n distinct ports that were free on host a moment ago (bound together, then closed)."""
@@ -64,6 +72,9 @@ class LaunchResult:
     records: list[dict[str, Any]] = field(default_factory=list)
     launched: float = 0.0  # host clock when the first process was started
     finished: float = 0.0
+    failures: int = 0  # set by the runner across restarts
+    lost_steps: int = 0
+    recovery_time_s: float = 0.0
 
     def of(self, event: str) -> list[dict[str, Any]]:
         return [r for r in self.records if r.get("event") == event]
@@ -72,10 +83,18 @@ class LaunchResult:
 class Launcher:
     """Run one multi-process job to completion (or failure), leaving no process behind."""
 
-    def __init__(self, jobs: list[dict[str, Any]], timeout_s: float, device: str = "cpu"):
+    def __init__(
+        self,
+        jobs: list[dict[str, Any]],
+        timeout_s: float,
+        device: str = "cpu",
+        kill: tuple[int, int] | None = None,
+    ):
         self.jobs = jobs
         self.timeout_s = timeout_s
         self.device = device
+        self.kill = kill  # (process index, at_step): SIGKILL it as it is about to start that step
+        self.killed_at: float | None = None
         self.processes: list[subprocess.Popen[str]] = []
         self._queue: queue.Queue[tuple[int, str | None]] = queue.Queue()
         self._logs: list[Path] = []
@@ -125,7 +144,13 @@ class Launcher:
                 threading.Thread(
                     target=self._read, args=(index, process.stdout), daemon=True
                 ).start()
-            self._collect(result)
+            try:
+                self._collect(result)
+            except RunError as exc:
+                exc.result = result
+                if self.killed_at is not None:
+                    raise InjectedFailure(str(exc), result) from None
+                raise
             result.finished = time.time()
             return result
         finally:
@@ -166,6 +191,16 @@ class Launcher:
             if record.get("event") == "done":
                 done.add(index)
             result.records.append(record)
+            if (
+                self.kill
+                and self.killed_at is None
+                and index == self.kill[0]
+                and record.get("event") == "step"
+                and record.get("step") == self.kill[1] - 1
+            ):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.processes[index].pid, signal.SIGKILL)
+                self.killed_at = time.time()
         for index in reporting:
             self.processes[index].wait(timeout=60)
         self._check_exits(done)

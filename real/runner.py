@@ -19,10 +19,10 @@ import pandas as pd
 from scenarios import vocab
 from scenarios.errors import NotModelledError, ScenarioError
 from scenarios.loader import Point, Scenario
-from scenarios.spec import ScenarioSpec
+from scenarios.spec import RandomFailure, ScenarioSpec
 from scenarios.stats import step_stats
 
-from .launcher import Launcher, LaunchResult
+from .launcher import InjectedFailure, Launcher, LaunchResult
 
 #: seconds a collective may hang before TensorFlow aborts it (a hang is reported, never waited)
 COLLECTIVE_TIMEOUT_S = 120
@@ -56,10 +56,13 @@ def check_supported(spec: ScenarioSpec) -> None:
         spec.stragglers.jitter or spec.stragglers.slow or spec.stragglers.transient
     ):
         problems.append("stragglers with parameter servers (workers run no Python there)")
-    if spec.failures:
-        problems.append("failures")
-    if spec.checkpoint.every_steps is not None:
-        problems.append("checkpoint.every_steps")
+    for failure in spec.failures:
+        if isinstance(failure, RandomFailure) or failure.at_step is None:
+            problems.append("failures: random or at_time (run-real injects at_step so far)")
+        elif failure.role == "ps" or st.kind == "parameter_server":
+            problems.append("failures under parameter servers")
+    if st.kind == "parameter_server" and spec.checkpoint.every_steps is not None:
+        problems.append("checkpoint.every_steps with parameter servers")
     if spec.training.data != "synthetic":
         problems.append(f"training.data: {spec.training.data}")
     if spec.real.engine != "local":
@@ -128,7 +131,13 @@ class RealPoint:
 
 def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any], pd.DataFrame]:
     warmup, steps, n = spec.training.warmup_steps, spec.training.steps, spec.workers
-    records = launch.of("step")
+    attempts = launch.of("step")
+    final: dict[tuple[int, int], dict[str, Any]] = {}
+    for r in attempts:  # a step redone after a restart: the later attempt counts
+        key = (r["worker"], r["step"])
+        if key not in final or r.get("generation", 0) >= final[key].get("generation", 0):
+            final[key] = r
+    records = list(final.values())
     ready = launch.of("ready")
     t0 = min(r["start"] for r in records)
     asynchronous = spec.strategy.kind == "parameter_server"
@@ -166,29 +175,33 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
         "max_staleness": int(max(staleness)),
         "mean_staleness": float(np.mean(staleness)),
         "dropped_gradients": 0,
-        "failures": 0,
-        "lost_steps": 0,
-        "recovery_time_s": 0.0,
-        "checkpoint_time_s": 0.0,
+        "failures": launch.failures,
+        "lost_steps": launch.lost_steps,
+        "recovery_time_s": launch.recovery_time_s,
+        "checkpoint_time_s": sum(
+            r["end"] - r["start"] for r in launch.of("checkpoint") if r["worker"] == 0
+        ),
         "training_time_s": training_time,
-        "startup_time_s": max(r["time"] for r in ready) - launch.launched,
+        "startup_time_s": max(r["time"] for r in ready if r.get("generation", 0) == 0)
+        - launch.launched,
         "final_loss": float(np.mean([r["loss"] for r in records if r["step"] == last])),
     }
+    kept = {id(r) for r in records}
     frame = pd.DataFrame(
         {
-            "worker": [r["worker"] for r in records],
-            "step": [r["step"] for r in records],
-            "warmup": [r["step"] < warmup for r in records],
-            "start_s": [r["start"] - t0 for r in records],
-            "compute_end_s": [r["compute_end"] - t0 for r in records],
-            "comm_end_s": [r["end"] - t0 for r in records],
-            "end_s": [r["end"] - t0 for r in records],
+            "worker": [r["worker"] for r in attempts],
+            "step": [r["step"] for r in attempts],
+            "warmup": [r["step"] < warmup for r in attempts],
+            "start_s": [r["start"] - t0 for r in attempts],
+            "compute_end_s": [r["compute_end"] - t0 for r in attempts],
+            "comm_end_s": [r["end"] - t0 for r in attempts],
+            "end_s": [r["end"] - t0 for r in attempts],
             "replication": 0,
-            "generation": 0,
-            "lost": False,
+            "generation": [r.get("generation", 0) for r in attempts],
+            "lost": [id(r) not in kept for r in attempts],
             "trial": -1,
-            "staleness": [r.get("staleness", 0) for r in records],
-            "loss": [r["loss"] for r in records],
+            "staleness": [r.get("staleness", 0) for r in attempts],
+            "loss": [r["loss"] for r in attempts],
         }
     )
     return row, frame
@@ -200,7 +213,7 @@ _BASELINES: dict[str, float] = {}
 def run_point(point: Point) -> RealPoint:
     started = time.perf_counter()
     spec = point.spec
-    launch = Launcher(jobs_for(spec), spec.real.timeout, spec.real.device).run()
+    launch = launch_with_failures(spec)
     stats, frame = summarize(spec, launch)
     key = repr(jobs_for(spec, 1))
     if key not in _BASELINES:
@@ -236,6 +249,75 @@ def run_point(point: Point) -> RealPoint:
     frame = frame.reindex(columns=list(vocab.STEP_COLUMNS) + ["loss"])
     frame = frame.sort_values(["step", "worker"], kind="stable", ignore_index=True)
     return RealPoint(point.id, row, frame)
+
+
+def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
+    """Run a point; kill the processes its failures name, restart from the checkpoint.
+
+    A failure under all-reduce stops the job (the survivors' next collective fails within
+    a fraction of a second, TF-NOTES.md): the launcher ends every process, waits the
+    failure's `downtime`, and starts the cluster again, which restores the chief's last
+    checkpoint (`tf.train.CheckpointManager`, every `checkpoint.every_steps`) and redoes the
+    steps since. Failures, lost steps, recovery (downtime + measured restart to the next
+    step) and checkpoint time are measured.
+    """
+    import shutil
+    import tempfile
+
+    pending = sorted(
+        (f for f in spec.failures if not isinstance(f, RandomFailure)),
+        key=lambda f: f.at_step or 0,
+    )
+    directory = tempfile.mkdtemp(prefix="trainscale-ckpt-")
+    jobs = [
+        dict(job, checkpoint_dir=directory, checkpoint_every=spec.checkpoint.every_steps)
+        for job in jobs_for(spec)
+    ]
+    total = LaunchResult()
+    generation = 0
+    failed_at: float | None = None
+    try:
+        while True:
+            kill = None
+            if pending:
+                failure = pending[0]
+                kill = (failure.index if failure.role == "worker" else 0, failure.at_step or 0)
+            launcher = Launcher(jobs, spec.real.timeout, spec.real.device, kill)
+            try:
+                result = launcher.run()
+                finished = True
+            except InjectedFailure as exc:
+                assert exc.result is not None
+                result = exc.result
+                finished = False
+            for record in result.records:
+                record["generation"] = generation
+            total.records.extend(result.records)
+            if generation == 0:
+                total.launched = result.launched
+            if failed_at is not None:
+                starts = [r["start"] for r in result.records if r.get("event") == "step"]
+                total.recovery_time_s += (min(starts) if starts else time.time()) - failed_at
+            if finished:
+                total.finished = result.finished
+                return total
+            failure = pending.pop(0)
+            total.failures += 1
+            done = max(
+                (
+                    r["step"] + 1
+                    for r in result.records
+                    if r.get("event") == "step" and r["worker"] == 0
+                ),
+                default=0,
+            )
+            saved = max((r["step"] for r in total.of("checkpoint") if r["worker"] == 0), default=0)
+            total.lost_steps += max(0, done - saved)
+            failed_at = launcher.killed_at or time.time()
+            time.sleep(failure.downtime)
+            generation += 1
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def run(scenario: Scenario, progress: Any = None) -> list[RealPoint]:

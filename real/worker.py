@@ -51,6 +51,45 @@ def _slowdowns(job: dict[str, Any], total: int) -> list[float]:
     return [max(0.0, float(f) - 1.0) for f in np.asarray(factors)]
 
 
+def _checkpointing(
+    tf: Any, job: dict[str, Any], strategy: Any, model: Any, optimizer: Any
+) -> tuple[int, Any]:
+    """Restore the latest checkpoint, if any; return the first step and a saver.
+
+    Every worker saves (MultiWorkerMirroredStrategy needs all of them to); the chief into
+    the run's checkpoint directory, the others into a directory of their own (TF's way).
+    """
+    directory = job.get("checkpoint_dir")
+    every = job.get("checkpoint_every")
+    if not directory:
+        return 0, lambda done: None
+    with strategy.scope():
+        step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+    latest = tf.train.latest_checkpoint(directory)
+    if latest:
+        checkpoint.restore(latest).expect_partial()
+    own = directory if job["index"] == 0 else os.path.join(directory, f"worker-{job['index']}")
+    manager = tf.train.CheckpointManager(checkpoint, own, max_to_keep=2)
+
+    def save(done: int) -> None:
+        if every and done % every == 0:
+            started = time.time()
+            step.assign(done)
+            manager.save(checkpoint_number=done)
+            protocol.emit(
+                {
+                    "event": "checkpoint",
+                    "worker": job["index"],
+                    "step": done,
+                    "start": started,
+                    "end": time.time(),
+                }
+            )
+
+    return int(step.numpy()), save
+
+
 def run(job: dict[str, Any]) -> None:
     """Build the model, run warm-up and measured steps, report each step."""
     launched = time.time()
@@ -108,7 +147,8 @@ def run(job: dict[str, Any]) -> None:
     total = job["warmup_steps"] + job["steps"]
     slowdown = _slowdowns(job, total)
     compute_s = 0.0
-    for step in range(total):
+    first, save = _checkpointing(tf, job, strategy, model, optimizer)
+    for step in range(first, total):
         start = time.time()
         if slowdown[step] > 0 and compute_s > 0:
             # a straggler: stretch this step's compute by sleeping (factor - 1) x the
@@ -134,6 +174,7 @@ def run(job: dict[str, Any]) -> None:
                 "loss": float(replica_loss) * workers,  # back from the global-batch average
             }
         )
+        save(step + 1)
     protocol.emit({"event": "done", "worker": index, "time": time.time()})
 
 

@@ -135,6 +135,32 @@ def test_straggler_slows_the_sync_step(scenario: Path, tmp_path: Path) -> None:
     assert workers_alive() == []
 
 
+def test_killed_worker_recovers_from_checkpoint(scenario: Path, tmp_path: Path) -> None:
+    out = tmp_path / "fail"
+    proc = run_real(
+        str(scenario),
+        "--out",
+        str(out),
+        "--set",
+        "checkpoint.every_steps=5",
+        "--set",
+        "failures=[{role: worker, index: 1, at_step: 12, downtime: 1 s}]",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+    # killed as it started step 12; the last checkpoint held 10 steps: 2 lost and redone
+    assert (row["failures"], row["lost_steps"]) == (1, 2)
+    assert row["recovery_time_s"] > 1.0  # the downtime, then a measured restart
+    assert row["checkpoint_time_s"] > 0
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    kept = steps[~steps.lost]
+    # every requested step completed exactly once in the end, by both workers
+    assert sorted(kept.step.unique()) == list(range(14))
+    assert kept.groupby(["worker", "step"]).size().max() == 1 and len(kept) == 2 * 14
+    assert set(steps[steps.lost].step) == {10, 11} and set(steps.generation) == {0, 1}
+    assert workers_alive() == []
+
+
 def test_refused_before_anything_starts(scenario: Path, tmp_path: Path) -> None:
     out = tmp_path / "never"
     started = time.monotonic()
