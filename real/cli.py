@@ -61,11 +61,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         def progress(point: object) -> None:
             if not args.quiet:
                 row = point.row  # type: ignore[attr-defined]
+                extra = (
+                    f", start-up {row['startup_time_s']:.1f} s"
+                    if "startup_time_s" in row
+                    else f", {row['trials']} trials in {row['makespan_s']:.1f} s"
+                )
                 print(
                     f"{row['point']}: {row['workers']} workers, "
                     f"step {row['step_time_mean_s'] * 1e3:.1f} ms, "
-                    f"{row['throughput_samples_per_s']:,.0f} samples/s, "
-                    f"start-up {row['startup_time_s']:.1f} s",
+                    f"{row['throughput_samples_per_s']:,.0f} samples/s{extra}",
                     file=sys.stderr,
                 )
 

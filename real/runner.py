@@ -43,8 +43,8 @@ def check_supported(spec: ScenarioSpec) -> None:
             problems.append("strategy.local_aggregation")
         elif st.staleness is not None:
             problems.append("strategy.staleness (TensorFlow has no SSP bound)")
-    elif st.kind != "allreduce":
-        problems.append(f"strategy.kind: {st.kind}")
+    elif st.kind == "independent":
+        pass  # trials: single-worker processes on the slots (real/trials.py)
     elif not st.sync:
         problems.append("strategy.sync: false (asynchronous all-reduce)")
     elif st.algorithm != "ring":
@@ -210,7 +210,61 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
 _BASELINES: dict[str, float] = {}
 
 
+def run_trials_point(point: Point) -> RealPoint:
+    from .trials import run_trials
+
+    started = time.perf_counter()
+    spec = point.spec
+    figures, records = run_trials(spec, jobs_for(spec, 1)[0])
+    t0 = min(r["start"] for r in records)
+    row: dict[str, Any] = {
+        "point": point.id,
+        "backend": "real",
+        "scenario": spec.name,
+        "model": spec.model.name,
+        "strategy": "independent",
+        "algorithm": "",
+        "sync": True,
+        "workers": spec.workers,
+        "servers": 0,
+        "batch_per_worker": spec.training.batch_per_worker,
+        "steps": spec.training.steps,
+        **figures,
+        "bytes_on_network": 0.0,
+        "max_staleness": 0,
+        "mean_staleness": 0.0,
+        "dropped_gradients": 0,
+        "failures": 0,
+        "lost_steps": 0,
+        "recovery_time_s": 0.0,
+        "checkpoint_time_s": 0.0,
+        "device": spec.real.device,
+    }
+    row["wall_time_s"] = time.perf_counter() - started
+    frame = pd.DataFrame(
+        {
+            "point": point.id,
+            "worker": 0,
+            "step": [r["step"] for r in records],
+            "warmup": [r["step"] < spec.training.warmup_steps for r in records],
+            "start_s": [r["start"] - t0 for r in records],
+            "compute_end_s": [r["compute_end"] - t0 for r in records],
+            "comm_end_s": [r["end"] - t0 for r in records],
+            "end_s": [r["end"] - t0 for r in records],
+            "replication": 0,
+            "generation": 0,
+            "lost": False,
+            "trial": [r["trial"] for r in records],
+            "staleness": 0,
+            "loss": [r["loss"] for r in records],
+        }
+    ).reindex(columns=list(vocab.STEP_COLUMNS) + ["loss"])
+    return RealPoint(point.id, row, frame)
+
+
 def run_point(point: Point) -> RealPoint:
+    if point.spec.strategy.kind == "independent":
+        return run_trials_point(point)
     started = time.perf_counter()
     spec = point.spec
     launch = launch_with_failures(spec)

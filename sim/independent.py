@@ -9,21 +9,15 @@ rate, dropout, ...) change what is learnt, not how long a step takes.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import simpy
 
 from scenarios import vocab
+from scenarios.trials import trial_grid
 
 from .simulation import Simulation
 from .training import Process, Training
-
-
-def trial_grid(trials: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """The cartesian product of the trial lists, in file order."""
-    keys = list(trials)
-    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*trials.values())]
 
 
 class IndependentTrials(Training):

@@ -161,14 +161,34 @@ def test_killed_worker_recovers_from_checkpoint(scenario: Path, tmp_path: Path) 
     assert workers_alive() == []
 
 
+def test_independent_trials_share_the_slots(scenario: Path, tmp_path: Path) -> None:
+    out = tmp_path / "trials"
+    proc = run_real(
+        str(scenario),
+        "--out",
+        str(out),
+        "--set",
+        "training.steps=4",
+        "--set",
+        "strategy={kind: independent, trials: {learning_rate: [0.01, 0.1], dropout: [0.2, 0.5]}}",
+    )  # 4 trials on the 2 slots of the cluster
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+    assert row["trials"] == 4 and row["makespan_s"] > 0
+    assert 0 < row["slot_utilization"] <= 1
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    assert sorted(steps.trial.unique()) == [0, 1, 2, 3] and len(steps) == 4 * (4 + 2)
+    assert workers_alive() == []
+
+
 def test_refused_before_anything_starts(scenario: Path, tmp_path: Path) -> None:
     out = tmp_path / "never"
     started = time.monotonic()
     proc = run_real(
-        str(scenario), "--out", str(out), "--set", "strategy={kind: parameter_server, servers: 1}"
+        str(scenario), "--out", str(out), "--set", "strategy={kind: allreduce, algorithm: tree}"
     )
     assert proc.returncode == 2
-    assert "not implemented yet by run-real" in proc.stderr
+    assert "strategy.algorithm: tree" in proc.stderr and "run-real" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
     assert time.monotonic() - started < 30  # no TensorFlow cluster was started
 
