@@ -18,30 +18,17 @@ from pathlib import Path
 import pandas as pd
 
 from scenarios import UserError, load
+from scenarios.cli import scenario_parser
 from scenarios.results import provenance, results_frame, write_run
 
 from .launcher import RunError
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _ArgumentParser(
-        prog="run-real",
-        description="Run a training scenario for real with TensorFlow distributed training.",
-    )
-    parser.add_argument("scenario", metavar="FILE", help="scenario YAML file (version 1)")
-    parser.add_argument("--out", metavar="DIR", help="output directory (default runs/<name>/real)")
-    parser.add_argument(
-        "--set",
-        metavar="PATH=VALUE",
-        action="append",
-        default=[],
-        dest="sets",
-        help="override a field (VALUE is YAML); repeatable",
+    parser = scenario_parser(
+        "run-real",
+        "Run a training scenario for real with TensorFlow distributed training.",
+        "real",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser

@@ -205,3 +205,21 @@ def build_model(keras_spec: dict[str, Any]) -> keras.Model:
     """
     spec = resolve_spec(keras_spec)
     return _BUILDERS[spec["builder"]](spec)
+
+
+def build_for_training(tf: Any, job: dict[str, Any], strategy: Any) -> tuple[Any, ...]:
+    """Model and optimizer under the strategy, the loss, the input shape and class count.
+
+    SGD with momentum 0.9 at `job["learning_rate"]`; the optimizer's slots are made at
+    once, under the strategy (made lazily inside a replica function they are not
+    distributed, and the all-reduce finds no destinations).
+    """
+    keras = tf.keras
+    with strategy.scope():
+        model = build_model(job["keras"])
+        optimizer = keras.optimizers.SGD(learning_rate=job["learning_rate"], momentum=0.9)
+        optimizer.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    shape = tuple(model.inputs[0].shape[1:])
+    classes = int(model.outputs[0].shape[-1])
+    return model, optimizer, loss_fn, shape, classes

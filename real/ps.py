@@ -47,11 +47,10 @@ def coordinate(job: dict[str, Any]) -> None:
     launched = time.time()
     import tensorflow as tf
 
-    from .models import build_model
+    from .models import build_for_training
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(2)
-    keras = tf.keras
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     partitioner = None
     if job["partition"] == "sliced" and job["servers"] > 1:
@@ -63,13 +62,7 @@ def coordinate(job: dict[str, Any]) -> None:
     )
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     batch = job["batch_per_worker"]
-    with strategy.scope():
-        model = build_model(job["keras"])
-        optimizer = keras.optimizers.SGD(learning_rate=job["learning_rate"], momentum=0.9)
-        optimizer.build(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-    shape = tuple(model.inputs[0].shape[1:])
-    classes = int(model.outputs[0].shape[-1])
+    model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
     seed = job["seed"]
 
     def dataset_fn() -> Any:

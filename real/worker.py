@@ -95,24 +95,15 @@ def run(job: dict[str, Any]) -> None:
     launched = time.time()
     import tensorflow as tf
 
-    from .models import build_model
+    from .models import build_for_training
 
     _configure_threads(tf, job)
     strategy = _strategy(tf, job)
-    keras = tf.keras
     index, workers = job["index"], job["workers"]
     batch = job["batch_per_worker"]
     global_batch = batch * workers
     tf.random.set_seed(job["seed"] * 1000 + index)
-    with strategy.scope():
-        model = build_model(job["keras"])
-        optimizer = keras.optimizers.SGD(learning_rate=job["learning_rate"], momentum=0.9)
-        # slots made now, as mirrored variables: made lazily inside the replica function
-        # they are not, and the all-reduce finds no destinations
-        optimizer.build(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-    shape = tuple(model.inputs[0].shape[1:])
-    classes = int(model.outputs[0].shape[-1])
+    model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
     x = tf.random.uniform((batch, *shape), seed=job["seed"] + index)
     y = tf.random.uniform((batch,), maxval=classes, dtype=tf.int32, seed=job["seed"] + index)
 

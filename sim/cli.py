@@ -17,31 +17,17 @@ from pathlib import Path
 import pandas as pd
 
 from scenarios import UserError, load
+from scenarios.cli import scenario_parser
 from scenarios.results import provenance, write_run
 
 from .runner import PointResult, run
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # one line and exit 2, like every other bad input
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _ArgumentParser(
-        prog="simulate",
-        description="Predict how a training scenario scales, with a discrete-event simulation.",
-    )
-    parser.add_argument("scenario", metavar="FILE", help="scenario YAML file (version 1)")
-    parser.add_argument("--out", metavar="DIR", help="output directory (default runs/<name>/sim)")
-    parser.add_argument(
-        "--set",
-        metavar="PATH=VALUE",
-        action="append",
-        default=[],
-        dest="sets",
-        help="override a field, e.g. --set cluster.hosts=4 (VALUE is YAML); repeatable",
+    parser = scenario_parser(
+        "simulate",
+        "Predict how a training scenario scales, with a discrete-event simulation.",
+        "sim",
     )
     parser.add_argument("--trace", action="store_true", help="write a Chrome trace per point")
     parser.add_argument(
