@@ -230,14 +230,7 @@ def run_trials_point(point: Point) -> RealPoint:
         "batch_per_worker": spec.training.batch_per_worker,
         "steps": spec.training.steps,
         **figures,
-        "bytes_on_network": 0.0,
-        "max_staleness": 0,
-        "mean_staleness": 0.0,
-        "dropped_gradients": 0,
-        "failures": 0,
-        "lost_steps": 0,
-        "recovery_time_s": 0.0,
-        "checkpoint_time_s": 0.0,
+        **vocab.NO_DYNAMICS,
         "device": spec.real.device,
     }
     row["wall_time_s"] = time.perf_counter() - started

@@ -78,3 +78,17 @@ STEP_COLUMNS = (
     "trial",
     "staleness",
 )
+
+
+#: results.csv values of a run with no network traffic, staleness, dropped gradients,
+#: failures or checkpoints (independent trials; what a backend does not measure)
+NO_DYNAMICS = {
+    "bytes_on_network": 0.0,
+    "max_staleness": 0,
+    "mean_staleness": 0.0,
+    "dropped_gradients": 0,
+    "failures": 0,
+    "lost_steps": 0,
+    "recovery_time_s": 0.0,
+    "checkpoint_time_s": 0.0,
+}

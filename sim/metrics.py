@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from scenarios import vocab
 from scenarios.spec import ScenarioSpec
 from scenarios.stats import step_stats as _step_stats
 
@@ -131,14 +132,7 @@ def summarize_trials(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str
         "compute_time_frac": trials.busy_time / (spec.workers * makespan) if makespan else 0.0,
         "comm_time_frac": 0.0,
         "wait_time_frac": 1 - trials.busy_time / (spec.workers * makespan) if makespan else 0.0,
-        "bytes_on_network": 0.0,
-        "max_staleness": 0,
-        "mean_staleness": 0.0,
-        "dropped_gradients": 0,
-        "failures": 0,
-        "lost_steps": 0,
-        "recovery_time_s": 0.0,
-        "checkpoint_time_s": 0.0,
+        **vocab.NO_DYNAMICS,
         "lost_work_time_s": 0.0,
         "checkpoints": 0,
         "training_time_s": makespan,
