@@ -1,0 +1,180 @@
+"""Calibration profiles: what `run-real --calibrate` measured on one machine.
+
+A profile is a YAML file that `cluster.profile` names. It holds only measurements of the
+machine at hand, never of the multi-worker runs a simulation is about to predict:
+
+- `compute`: the step time of one single-worker training process (forward, backward and
+  update of one batch, no strategy), per model, batch and dtype, measured with 1, 2, ...
+  such processes running at once on the host (`processes`), so the cost of processes
+  sharing the host's cores is measured, not assumed;
+- `transfer`: moving a tensor from one TensorFlow process to another on this host (gRPC on
+  loopback), at a range of sizes, and the alpha-beta fit `time = latency + bytes / bandwidth`
+  with its quality (r2, worst relative residual);
+- `allreduce`: TensorFlow's ring all-reduce (MultiWorkerMirroredStrategy) between N
+  processes at a range of sizes, fitted the same way: algbw and busbw as nccl-tests reports
+  them. Reported for the fit's sake; the simulator predicts collectives from `transfer`.
+
+Both back ends and `reports` read this module; the writer is `real/calibrate.py`.
+
+    version: 1
+    kind: trainscale-profile
+    created: 2026-11-29T12:00:00+00:00
+    machine: {hostname: box, cpus: 2, platform: Linux-6.1-x86_64, tensorflow: 2.21.0, device: cpu}
+    compute:
+      - {model: mlp, batch_per_worker: 32, dtype: float32, processes: 1,
+         step_time: 6.4 ms, p10: 6.1 ms, p90: 7.0 ms, steps: 50}
+    transfer:
+      latency: 1.9 ms
+      bandwidth: 160 MB/s
+      r2: 0.998
+      max_rel_residual: 0.12
+      points: [{bytes: 1 KiB, time: 2.0 ms}, ...]
+    allreduce:
+      - {workers: 2, latency: 5 ms, bandwidth: 120 MB/s, r2: 0.99, max_rel_residual: 0.2,
+         points: [...]}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ScenarioError
+from .spec import Bandwidth, Bytes, DType, PositiveSeconds, Seconds
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Machine(_Strict):
+    hostname: str = ""
+    cpus: int = Field(ge=1)
+    platform: str = ""
+    tensorflow: str = ""
+    device: Literal["cpu", "gpu"] = "cpu"
+
+
+class ComputeEntry(_Strict):
+    model: str
+    batch_per_worker: int = Field(ge=1)
+    dtype: DType = "float32"
+    processes: int = Field(default=1, ge=1)  # single-worker processes running at once
+    step_time: PositiveSeconds  # median
+    p10: Seconds | None = None
+    p90: Seconds | None = None
+    steps: int = Field(default=0, ge=0)
+
+
+class Sample(_Strict):
+    bytes: Bytes
+    time: PositiveSeconds
+
+
+class Fit(_Strict):
+    """time = latency + bytes / bandwidth, least squares over `points`."""
+
+    latency: Seconds
+    bandwidth: Bandwidth
+    r2: float
+    max_rel_residual: float = Field(ge=0)
+    points: list[Sample] = []
+
+
+class CollectiveFit(Fit):
+    workers: int = Field(ge=2)
+
+
+class Profile(_Strict):
+    version: Literal[1] = 1
+    kind: Literal["trainscale-profile"] = "trainscale-profile"
+    created: str = ""
+    machine: Machine
+    compute: list[ComputeEntry] = []
+    transfer: Fit | None = None
+    allreduce: list[CollectiveFit] = []
+
+    def step_time(
+        self, model: str, batch: int, dtype: str = "float32", processes: int = 1
+    ) -> float | None:
+        """Measured single-worker step time with `processes` such processes on the host.
+
+        Beyond the largest count measured, the host's cores are shared in proportion: the
+        time at the largest count times processes / that count (never below it)."""
+        entries = [
+            e
+            for e in self.compute
+            if e.model == model and e.batch_per_worker == batch and e.dtype == dtype
+        ]
+        if not entries:
+            return None
+        exact = [e for e in entries if e.processes == processes]
+        if exact:
+            return exact[0].step_time
+        below = max((e for e in entries if e.processes < processes), key=lambda e: e.processes,
+                    default=None)
+        if below is None:
+            return min(entries, key=lambda e: e.processes).step_time
+        return below.step_time * processes / below.processes
+
+
+def load_profile(path: str | Path, field: str = "cluster.profile") -> Profile:
+    """Read and validate a profile; errors are one line naming the file and the field."""
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioError(f"{field}: cannot read {path} ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{field}: {path} is not YAML ({exc})") from None
+    if not isinstance(document, dict):
+        raise ScenarioError(f"{field}: {path} is not a trainscale profile (got {document!r:.40})")
+    try:
+        return Profile.model_validate(document)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise ScenarioError(f"{field}: {path}: {where}: {error['msg']}") from None
+
+
+def dump_profile(profile: Profile) -> str:
+    """The profile as YAML with explicit units (`ms`, `MB/s`, `B`), readable by load."""
+
+    def seconds(x: float) -> str:
+        return f"{x * 1e3:.6g} ms"
+
+    def fit(f: Fit) -> dict[str, Any]:
+        return {
+            "latency": seconds(f.latency),
+            "bandwidth": f"{f.bandwidth / 1e6:.6g} MB/s",
+            "r2": round(f.r2, 6),
+            "max_rel_residual": round(f.max_rel_residual, 6),
+            "points": [{"bytes": f"{p.bytes:.0f} B", "time": seconds(p.time)} for p in f.points],
+        }
+
+    document: dict[str, Any] = {
+        "version": 1,
+        "kind": "trainscale-profile",
+        "created": profile.created,
+        "machine": profile.machine.model_dump(),
+        "compute": [
+            {
+                "model": e.model,
+                "batch_per_worker": e.batch_per_worker,
+                "dtype": e.dtype,
+                "processes": e.processes,
+                "step_time": seconds(e.step_time),
+                **({"p10": seconds(e.p10)} if e.p10 is not None else {}),
+                **({"p90": seconds(e.p90)} if e.p90 is not None else {}),
+                "steps": e.steps,
+            }
+            for e in profile.compute
+        ],
+    }
+    if profile.transfer is not None:
+        document["transfer"] = fit(profile.transfer)
+    document["allreduce"] = [{"workers": f.workers, **fit(f)} for f in profile.allreduce]
+    return yaml.safe_dump(document, sort_keys=False, width=100)
