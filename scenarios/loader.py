@@ -1,7 +1,9 @@
 """Read a scenario file: YAML -> overrides -> sweep expansion -> validated points.
 
 `load(path)` returns a frozen `Scenario`: one resolved `ScenarioSpec` per sweep point, each
-with a stable point id. Every error is a `ScenarioError` whose one line names the field
+with a stable point id and, where `cluster.profile` names a calibration file, the loaded
+`Profile` (the path is relative to the scenario file's directory, and the resolved spec
+holds it made absolute). Every error is a `ScenarioError` whose one line names the field
 path and the value, and suggests a fix where one is known.
 """
 
@@ -23,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import ScenarioError
+from .profile import Profile, load_profile
 from .spec import ScenarioSpec, _LocatedError
 
 SUPPORTED_VERSION = 1
@@ -30,12 +33,14 @@ SUPPORTED_VERSION = 1
 
 @dataclass(frozen=True)
 class Point:
-    """One combination of the sweep: its stable id, the swept values, the resolved spec."""
+    """One combination of the sweep: its stable id, the swept values, the resolved spec,
+    and the calibration profile that `spec.cluster.profile` names (None without one)."""
 
     id: str
     index: int
     values: Mapping[str, Any]
     spec: ScenarioSpec
+    profile: Profile | None = None
 
 
 @dataclass(frozen=True)
@@ -65,19 +70,25 @@ def load(path: str | Path, sets: Sequence[str] = ()) -> Scenario:
         raise ScenarioError(f"{path}: is a directory, not a scenario file") from None
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-    return _build(raw_bytes, str(path), sets)
+    return _build(raw_bytes, str(path), sets, path.parent)
 
 
-def loads(text: str, sets: Sequence[str] = (), source: str = "<string>") -> Scenario:
-    """Like `load`, from YAML text (tests, notebooks)."""
-    return _build(text.encode(), source, sets)
+def loads(
+    text: str,
+    sets: Sequence[str] = (),
+    source: str = "<string>",
+    base_dir: str | Path | None = None,
+) -> Scenario:
+    """Like `load`, from YAML text (tests, notebooks); a relative `cluster.profile` is
+    read from `base_dir` (default: the working directory)."""
+    return _build(text.encode(), source, sets, Path(base_dir) if base_dir else Path.cwd())
 
 
-def _build(raw: bytes, source: str, sets: Sequence[str]) -> Scenario:
+def _build(raw: bytes, source: str, sets: Sequence[str], base_dir: Path) -> Scenario:
     document = parse_document(raw, source)
     for item in sets:
         apply_set(document, item)
-    points = expand(document)
+    points = with_profiles(expand(document), base_dir, bool(document.get("sweep")))
     return Scenario(
         name=points[0].spec.name,
         path=source,
@@ -256,6 +267,37 @@ def _unique(candidate: str, seen: set[str]) -> str:
         point_id, n = f"{candidate}-{n}", n + 1
     seen.add(point_id)
     return point_id
+
+
+# ------------------------------------------------------------------ calibration
+
+
+def with_profiles(points: Sequence[Point], base_dir: Path, swept: bool = False) -> list[Point]:
+    """Load the profile each point's `cluster.profile` names (each file once).
+
+    A relative path is taken from `base_dir` (the scenario file's directory); the point's
+    spec then holds the absolute path, so it names the same file from anywhere.
+    """
+    loaded: dict[Path, Profile] = {}
+    out = []
+    for point in points:
+        name = point.spec.cluster.profile
+        if name is None:
+            out.append(point)
+            continue
+        path = Path(name).expanduser()
+        if not path.is_absolute():
+            path = base_dir.absolute() / path
+        if path not in loaded:
+            try:
+                loaded[path] = load_profile(path, "cluster.profile")
+            except ScenarioError as exc:
+                context = f" (sweep point {point.id})" if swept else ""
+                raise ScenarioError(f"{exc}{context}") from None
+        cluster = point.spec.cluster.model_copy(update={"profile": str(path)})
+        spec = point.spec.model_copy(update={"cluster": cluster})
+        out.append(Point(point.id, point.index, point.values, spec, profile=loaded[path]))
+    return out
 
 
 # ------------------------------------------------------------------ errors

@@ -36,11 +36,12 @@ Both back ends and `reports` read this module; the writer is `real/calibrate.py`
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ScenarioError
 from .spec import Bandwidth, Bytes, DType, PositiveSeconds, Seconds
@@ -97,6 +98,12 @@ class Profile(_Strict):
     transfer: Fit | None = None
     allreduce: list[CollectiveFit] = []
 
+    @field_validator("created", mode="before")
+    @classmethod
+    def _timestamp_as_text(cls, value: Any) -> Any:
+        # YAML reads an unquoted `created: 2026-11-29T12:00:00+00:00` as a datetime
+        return value.isoformat() if isinstance(value, dt.date) else value
+
     def step_time(
         self, model: str, batch: int, dtype: str = "float32", processes: int = 1
     ) -> float | None:
@@ -114,8 +121,9 @@ class Profile(_Strict):
         exact = [e for e in entries if e.processes == processes]
         if exact:
             return exact[0].step_time
-        below = max((e for e in entries if e.processes < processes), key=lambda e: e.processes,
-                    default=None)
+        below = max(
+            (e for e in entries if e.processes < processes), key=lambda e: e.processes, default=None
+        )
         if below is None:
             return min(entries, key=lambda e: e.processes).step_time
         return below.step_time * processes / below.processes

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -20,6 +21,7 @@ from scenarios import UserError, load
 from scenarios.cli import scenario_parser
 from scenarios.results import provenance, write_run
 
+from .calibration import run_summary
 from .runner import PointResult, run
 
 
@@ -142,16 +144,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("simulate: interrupted; nothing written", file=sys.stderr)
         return 130
     results = result.results
-    meta = provenance(
-        scenario,
-        "sim",
-        {
-            "wall_time_s": time.perf_counter() - started,
-            "jobs": args.jobs,
-            "cwd": os.getcwd(),
-            "checkpointing": {p.point_id: p.checkpointing for p in result.points},
-        },
-    )
+    extra: dict[str, Any] = {
+        "wall_time_s": time.perf_counter() - started,
+        "jobs": args.jobs,
+        "cwd": os.getcwd(),
+        "checkpointing": {p.point_id: p.checkpointing for p in result.points},
+    }
+    calibrated = {p.point_id: p.calibration for p in result.points if p.calibration}
+    if calibrated:
+        extra["calibration"] = calibration = run_summary(calibrated)
+        for line in calibration["not_found"]:
+            print(f"simulate: warning: {line}", file=sys.stderr)
+    meta = provenance(scenario, "sim", extra)
     write_run(out_dir, results, result.steps, meta, result.traces)
     if not args.quiet:
         print(summary_table(results))

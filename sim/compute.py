@@ -1,8 +1,9 @@
 """Compute: per-layer forward and backward times, and gradient buckets.
 
-A layer's time is batch x FLOP / (peak(dtype) x efficiency), or, where the device gives a
-measured `samples_per_s` for the model, the measured step time split over the layers in
-proportion to their FLOPs. Gradients become ready layer by layer in reverse order during
+A layer's time is batch x FLOP / (peak(dtype) x efficiency), or, where a step time was
+measured (a calibration profile's entry for the model, batch and dtype, or the device's
+`samples_per_s` for the model), that step time split over the layers in proportion to
+their FLOPs. Gradients become ready layer by layer in reverse order during
 backward; `fusion_buffer` groups them into buckets (Horovod tensor fusion): a bucket closes
 once it holds at least that many bytes, and is ready when its last (closest to the input)
 layer's backward is done. `fusion_buffer: 0` means one bucket per tensor (layer).
@@ -30,7 +31,9 @@ class Bucket:
 class ComputeModel:
     """Per-layer compute times of one worker for one step (batch_per_worker samples)."""
 
-    def __init__(self, spec: ScenarioSpec):
+    def __init__(self, spec: ScenarioSpec, calibrated_step_s: float | None = None):
+        """`calibrated_step_s`: a measured step time (seconds) from a calibration profile;
+        it wins over the device's figures."""
         model, device = spec.model, spec.cluster.device
         batch = spec.training.batch_per_worker
         table = model.layer_table()
@@ -41,8 +44,10 @@ class ComputeModel:
         measured = (device.samples_per_s or {}).get(model.name)
         if measured is None and model.base is not None:
             measured = (device.samples_per_s or {}).get(model.base)
-        if measured is not None:
+        step: float | None = calibrated_step_s
+        if step is None and measured is not None:
             step = batch / measured
+        if step is not None:
             total = fwd.sum() + bwd.sum()
             if total > 0:
                 fwd, bwd = fwd / total * step, bwd / total * step
@@ -52,7 +57,11 @@ class ComputeModel:
                     self.params / self.params.sum() if self.params.sum() > 0 else np.full(n, 1 / n)
                 )
                 fwd, bwd = weight * step / 3, weight * 2 * step / 3
-            self.source = f"measured {measured:g} samples/s"
+            self.source = (
+                f"calibrated step time {step * 1e3:.4g} ms"
+                if calibrated_step_s is not None
+                else f"measured {measured:g} samples/s"
+            )
         else:
             dtype = device.compute_dtype(model.dtype)
             peak = device.peak_for(dtype)

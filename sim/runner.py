@@ -17,6 +17,7 @@ import pandas as pd
 
 from scenarios import vocab
 from scenarios.loader import Point, Scenario
+from scenarios.profile import Profile
 from scenarios.spec import RandomFailure, ScenarioSpec
 
 from .failures import daly_interval, young_interval
@@ -31,6 +32,7 @@ class PointResult:
     steps: pd.DataFrame
     trace: str | None = None
     checkpointing: dict[str, Any] = field(default_factory=dict)
+    calibration: dict[str, Any] | None = None  # which numbers came from cluster.profile
 
 
 @dataclass
@@ -57,12 +59,12 @@ class RunResult:
 _BASELINES: dict[str, float] = {}  # per process: points of a sweep often share one
 
 
-def baseline_throughput(spec: ScenarioSpec) -> float:
+def baseline_throughput(spec: ScenarioSpec, profile: Profile | None = None) -> float:
     """Simulated throughput of the same point on one worker (first replication)."""
     single = one_worker(spec)
-    key = single.model_dump_json()
+    key = single.model_dump_json() + (profile.model_dump_json() if profile else "")
     if key not in _BASELINES:
-        outcome = Simulation(single).run()
+        outcome = Simulation(single, profile=profile).run()
         _BASELINES[key] = float(summarize(single, outcome)["throughput_samples_per_s"])
     return _BASELINES[key]
 
@@ -128,8 +130,13 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
     frames = []
     trace_text = None
     advice: dict[str, Any] = {}
+    calibration = None
     for replication in range(spec.sim.replications):
-        sim = Simulation(spec, trace=trace and replication == 0, replication=replication)
+        sim = Simulation(
+            spec, trace=trace and replication == 0, replication=replication, profile=point.profile
+        )
+        if sim.calibration is not None:
+            calibration = sim.calibration.summary()
         outcome = sim.run()
         rows.append(summarize(spec, outcome))
         frames.append(_steps_frame(point.id, replication, spec, outcome))
@@ -148,7 +155,7 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
                     {"scenario": spec.name, "point": point.id, "backend": "sim", "seed": spec.seed}
                 )
     stats = combine(rows) if len(rows) > 1 else {**rows[0], "replications": 1}
-    base = baseline_throughput(spec)
+    base = baseline_throughput(spec, point.profile)
     strategy = spec.strategy
     ps = strategy.kind == "parameter_server"
     row: dict[str, Any] = {
@@ -173,7 +180,7 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
     }
     row["wall_time_s"] = time.perf_counter() - started
     steps = pd.concat(frames, ignore_index=True)
-    return PointResult(point.id, row, steps, trace_text, advice)
+    return PointResult(point.id, row, steps, trace_text, advice, calibration)
 
 
 def _steps_frame(point_id: str, replication: int, spec: ScenarioSpec, outcome: Any) -> pd.DataFrame:

@@ -16,10 +16,11 @@ import numpy as np
 import simpy
 
 from scenarios import vocab
-from scenarios.errors import NotModelledError
+from scenarios.profile import Profile, load_profile
 from scenarios.spec import ScenarioSpec
 from scenarios.streams import stream
 
+from .calibration import Calibration, calibrate
 from .compute import ComputeModel
 from .network import make_network
 from .stragglers import Stragglers
@@ -55,28 +56,40 @@ def exposed(spans: Sequence[Span], lo: float, hi: float) -> float:
     return total
 
 
-def check_modelled(spec: ScenarioSpec) -> None:
-    """Refuse valid features this simulator does not model (yet): never ignore them."""
-    if spec.cluster.profile is not None:
-        raise NotModelledError("cluster.profile: not modelled yet by simulate (issue 5)")
-
-
 class Simulation:
-    """Simulate one resolved scenario point: `Simulation(spec).run()`."""
+    """Simulate one resolved scenario point: `Simulation(spec).run()`.
 
-    def __init__(self, spec: ScenarioSpec, trace: bool = False, replication: int = 0):
-        check_modelled(spec)
+    `profile`: the calibration profile `spec.cluster.profile` names, as `scenarios.load`
+    put it on the point (`Point.profile`); read from the path when not given.
+    """
+
+    def __init__(
+        self,
+        spec: ScenarioSpec,
+        trace: bool = False,
+        replication: int = 0,
+        profile: Profile | None = None,
+    ):
         self.spec = spec
         self.replication = replication
         self.env = simpy.Environment()
-        self.compute = ComputeModel(spec)
+        if profile is None and spec.cluster.profile is not None:
+            profile = load_profile(spec.cluster.profile)
+        self.calibration: Calibration | None = calibrate(spec, profile)
+        cal = self.calibration
+        self.compute = ComputeModel(spec, cal.step_s if cal else None)
         strategy = spec.strategy
         dedicated = (
             strategy.servers
             if strategy.kind == "parameter_server" and strategy.placement == "dedicated"
             else 0
         )
-        self.topology = Topology(spec.cluster, dedicated)
+        if cal is None:
+            self.topology = Topology(spec.cluster, dedicated)
+        else:
+            self.topology = Topology(
+                cal.cluster(spec.cluster), dedicated, cal.loopback_capacity, cal.one_machine
+            )
         self.network = make_network(spec.sim.network_model, self.env, self.topology)
         self.tracer: ChromeTracer | NullTracer = (
             ChromeTracer(spec.cluster.devices_per_host) if trace else NullTracer()

@@ -10,10 +10,16 @@ Links (each one direction of a full-duplex port; capacity in bytes/s):
   * each host's NIC, out and in (`network`);
   * the switch core, shared by every inter-host message, when `oversubscription` > 1:
     capacity = (all hosts' NIC bandwidth) / oversubscription.
-Inside a host a message crosses the sender's out-port and the receiver's in-port; between
-hosts it crosses the sender host's NIC out, the core (if any) and the receiver host's NIC in.
-The PCIe hop from a device to its NIC is not modelled: the NIC is the narrower of the two for
-every catalog pairing.
+  * with a calibration profile (`sim/calibration.py`), each host's loopback: the CPU that
+    moves tensors between its processes, capacity `cpus x` the calibrated bandwidth.
+Inside a host a message crosses the sender's out-port and the receiver's in-port (and the
+host's loopback, when calibrated); between hosts it crosses the sender host's NIC out, the
+core (if any) and the receiver host's NIC in. The PCIe hop from a device to its NIC is not
+modelled: the NIC is the narrower of the two for every catalog pairing.
+
+`one_machine` (a calibrated job with one host, as run-real runs it): dedicated parameter
+servers are processes on host 0 with ports of their own, so every message is inside the
+host; their own hosts and NICs carry nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +45,15 @@ class Route:
 class Topology:
     """Endpoints, links and routes of one simulated cluster."""
 
-    def __init__(self, cluster: ClusterSpec, dedicated_servers: int = 0):
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        dedicated_servers: int = 0,
+        loopback: float | None = None,
+        one_machine: bool = False,
+    ):
+        """`loopback`: bytes/s the messages inside one host share (None: unlimited);
+        `one_machine`: dedicated servers run on host 0 (see the module's docstring)."""
         self.hosts = cluster.hosts
         self.devices_per_host = cluster.devices_per_host
         self.workers = cluster.workers
@@ -47,14 +61,17 @@ class Topology:
         n, h = self.workers, self.hosts
         self.n_nodes = n + h + dedicated_servers
         # host of every node; dedicated servers get hosts h .. h + servers - 1
+        d = dedicated_servers
+        servers_host = np.zeros(d) if one_machine else h + np.arange(d)
         self.host_of = np.concatenate(
-            [np.arange(n) // self.devices_per_host, np.arange(h), h + np.arange(dedicated_servers)]
+            [np.arange(n) // self.devices_per_host, np.arange(h), servers_host]
         ).astype(np.int64)
         all_hosts = h + dedicated_servers
         fabric = cluster.host_link.bandwidth
         nic = cluster.network.bandwidth
-        # link layout: [port out | port in] for the n + h fabric ports, then NICs, then core
-        ports = n + h
+        # link layout: [port out | port in] for the n + h fabric ports (and the dedicated
+        # servers' on one machine), then NICs, then core, then loopbacks
+        ports = n + h + (dedicated_servers if one_machine else 0)
         self._port_out = 0
         self._port_in = ports
         self._nic_out = 2 * ports
@@ -64,6 +81,10 @@ class Topology:
         if cluster.network.oversubscription > 1:
             self.core = len(capacity)
             capacity.append(all_hosts * nic / cluster.network.oversubscription)
+        self._loopback: int | None = None
+        if loopback is not None:
+            self._loopback = len(capacity)
+            capacity += [loopback] * all_hosts
         self.capacity = np.asarray(capacity, dtype=float)
         self.fabric_latency = cluster.host_link.latency
         self.network_latency = cluster.network.latency
@@ -90,6 +111,8 @@ class Topology:
         hs, hd = int(self.host_of[src]), int(self.host_of[dst])
         if hs == hd:
             links = [self._port_out + src, self._port_in + dst]
+            if self._loopback is not None:
+                links.append(self._loopback + hs)
             latency, inter_host = self.fabric_latency, False
         else:
             links = [self._nic_out + hs]

@@ -110,7 +110,7 @@ def test_set_changes_the_run(scenario: Path, tmp_path: Path) -> None:
         (["--set", "cluster.hosts=3"], "the sweep sets cluster.hosts"),
         (["--jobs", "0"], "--jobs: must be at least 1"),
         (["--jobs", "x"], "invalid int value"),
-        (["--set", "cluster.profile=calibration.yaml"], "not modelled yet"),
+        (["--set", "cluster.profile=calibration.yaml"], "cluster.profile: cannot read"),
     ],
 )
 def test_bad_input_one_line_exit_2_nothing_written(

@@ -1,0 +1,176 @@
+"""What `simulate` takes from a calibration profile (`cluster.profile`), and what it does not.
+
+A profile (`scenarios/profile.py`, written by `run-real --calibrate`) measures the machine
+at hand, never the multi-worker runs a simulation predicts. From it the simulator takes:
+
+- **compute**: the measured step time of one single-worker training process for the
+  point's model, batch and dtype, with P = the host's workers running at once
+  (`Profile.step_time`: measured for P, or extrapolated by sharing the cores beyond the
+  largest count measured). It replaces the catalog's FLOP model; `sim/compute.py` spreads
+  it over the layers in proportion to their FLOPs, so buckets and overlap still work.
+- **transfer**: the point-to-point fit `time = latency + bytes / bandwidth` between two
+  processes on one host. It replaces `host_link` (every message inside a host); with
+  `hosts: 1` the whole job runs on the calibrated machine, as run-real runs it, so it is
+  what every message costs (dedicated parameter servers are processes on that machine).
+  Collectives and parameter servers are predicted from it by their algorithms; the
+  profile's `allreduce` fits are never used to predict (they only report the fit).
+- **cores** (`machine.cpus`): moving a tensor between processes on loopback is CPU work
+  (serialising, copying through the kernel, deserialising). The calibrated bandwidth is
+  what one transfer achieves; each transfer in flight is taken to occupy one core, so the
+  transfers in flight on a host share `cpus x bandwidth` (a per-host link in the flow
+  network). One or two transfers on two cores run at full speed, four share it in halves.
+
+Not taken: parameter-server processes do not count among the P processes computing at
+once (in a synchronous step they serve pushes and pulls while the workers wait; the CPU
+they spend moving tensors is the transfer's, above); compute is not slowed by transfers
+overlapping it; links between hosts (hosts > 1) stay the catalog's `network`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scenarios.profile import Fit, Profile
+from scenarios.spec import ClusterSpec, ScenarioSpec
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The measured numbers one simulated point uses, and what the profile lacked."""
+
+    path: str
+    profile: Profile
+    processes: int  # worker processes computing at once on a host
+    step_s: float | None  # measured single-worker step time with `processes` at once
+    transfer: Fit | None
+    one_machine: bool  # hosts == 1: every process of the job is on the calibrated machine
+    used: tuple[str, ...]
+    not_found: tuple[str, ...]
+
+    @property
+    def cpus(self) -> int:
+        return self.profile.machine.cpus
+
+    @property
+    def loopback_capacity(self) -> float | None:
+        """Bytes/s all transfers in flight on one host share: cores x calibrated bandwidth."""
+        return None if self.transfer is None else self.cpus * self.transfer.bandwidth
+
+    def cluster(self, cluster: ClusterSpec) -> ClusterSpec:
+        """The cluster with the calibrated link between processes of one host."""
+        if self.transfer is None:
+            return cluster
+        # SI floats already: copy rather than validate (validation wants unit strings)
+        link = cluster.host_link.model_copy(
+            update={
+                "name": "calibrated",
+                "base": None,
+                "description": f"point-to-point transfer measured in {self.path}",
+                "bandwidth": self.transfer.bandwidth,
+                "latency": self.transfer.latency,
+            }
+        )
+        return cluster.model_copy(update={"host_link": link})
+
+    def summary(self) -> dict[str, Any]:
+        """For meta.json: which numbers came from the profile and which did not."""
+        return {
+            "profile": self.path,
+            "machine": self.profile.machine.model_dump(mode="json"),
+            "used": list(self.used),
+            "not_found": list(self.not_found),
+        }
+
+
+def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None:
+    """The calibration of one point, or None when the scenario names no profile."""
+    if profile is None or spec.cluster.profile is None:
+        return None
+    model, batch, dtype = spec.model, spec.training.batch_per_worker, spec.model.dtype
+    processes = spec.cluster.devices_per_host
+    used: list[str] = []
+    not_found: list[str] = []
+    step_s, name = None, model.name
+    for candidate in (model.name, model.base):
+        if candidate is None:
+            continue
+        step_s = profile.step_time(candidate, batch, dtype, processes=processes)
+        if step_s is not None:
+            name = candidate
+            break
+    what = f"{name} batch {batch}" + ("" if dtype == "float32" else f" {dtype}")
+    if step_s is not None:
+        how = _how(profile, name, batch, dtype, processes)
+        used.append(f"compute: {what} (P={processes}): {step_s * 1e3:.4g} ms{how}")
+    else:
+        not_found.append(
+            f"compute: no entry for model {model.name} batch {batch} {dtype} in "
+            f"{spec.cluster.profile}; catalog FLOP model used"
+        )
+    transfer = profile.transfer
+    if transfer is not None:
+        scope = "every transfer: one host" if spec.cluster.hosts == 1 else "inside each host"
+        used.append(
+            f"transfer: latency {transfer.latency * 1e3:.4g} ms, bandwidth "
+            f"{transfer.bandwidth / 1e6:.4g} MB/s ({scope})"
+        )
+        used.append(
+            f"cores: {profile.machine.cpus} (transfers in flight on a host share "
+            f"{profile.machine.cpus} x {transfer.bandwidth / 1e6:.4g} MB/s)"
+        )
+    else:
+        not_found.append(
+            f"transfer: no fit in {spec.cluster.profile}; catalog host_link "
+            f"{spec.cluster.host_link.name} used"
+        )
+    return Calibration(
+        path=spec.cluster.profile,
+        profile=profile,
+        processes=processes,
+        step_s=step_s,
+        transfer=transfer,
+        one_machine=spec.cluster.hosts == 1 and transfer is not None,
+        used=tuple(used),
+        not_found=tuple(not_found),
+    )
+
+
+def _how(profile: Profile, model: str, batch: int, dtype: str, processes: int) -> str:
+    """How the step time was had: measured, or extrapolated from which process count."""
+    counts = sorted(
+        e.processes
+        for e in profile.compute
+        if e.model == model and e.batch_per_worker == batch and e.dtype == dtype
+    )
+    if processes in counts:
+        return ""
+    below = [c for c in counts if c < processes]
+    if below:
+        return f", extrapolated from P={below[-1]} by sharing the cores"
+    return f", taken from P={counts[0]} (fewest measured)"
+
+
+def run_summary(points: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """meta.json's `calibration` for a run: the points' summaries merged (first seen
+    first), and each point's own under `points`. `profile` and `machine` are lists only
+    when the sweep names several profiles."""
+    profiles: list[Any] = []
+    machines: list[Any] = []
+    used: list[str] = []
+    not_found: list[str] = []
+    for summary in points.values():
+        if summary["profile"] not in profiles:
+            profiles.append(summary["profile"])
+            machines.append(summary["machine"])
+        for key, out in (("used", used), ("not_found", not_found)):
+            out.extend(v for v in summary[key] if v not in out)
+    return {
+        "profile": profiles[0] if len(profiles) == 1 else profiles,
+        "machine": machines[0] if len(machines) == 1 else machines,
+        "used": used,
+        "not_found": not_found,
+        "points": {
+            point: {"used": s["used"], "not_found": s["not_found"]} for point, s in points.items()
+        },
+    }

@@ -1,0 +1,353 @@
+"""Calibration profiles: the format (scenarios/profile.py), loading them with a scenario
+(scenarios/loader.py) and what `simulate` takes from them (sim/calibration.py), checked
+against closed forms written out here from the profile's numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scenarios import ScenarioError, load, vocab
+from scenarios.profile import ComputeEntry, Machine, Profile, dump_profile, load_profile
+from sim.cli import main
+from sim.metrics import summarize
+from sim.simulation import Simulation
+
+# Measured on a made-up 2-core box. The allreduce fit is absurd on purpose: the simulator
+# must predict collectives from `transfer`, never from it.
+PROFILE = """
+version: 1
+kind: trainscale-profile
+created: 2026-11-29T12:00:00+00:00
+machine: {hostname: box, cpus: 2, platform: test, tensorflow: 2.21.0, device: cpu}
+compute:
+  - {model: toy, batch_per_worker: 10, dtype: float32, processes: 1, step_time: 6.4 ms, steps: 50}
+  - {model: toy, batch_per_worker: 10, dtype: float32, processes: 2, step_time: 7.0 ms, steps: 50}
+transfer: {latency: 1.9 ms, bandwidth: 160 MB/s, r2: 0.998, max_rel_residual: 0.12}
+allreduce:
+  - {workers: 2, latency: 1 s, bandwidth: 1 kB/s, r2: 0.5, max_rel_residual: 3.0}
+"""
+
+STEP_1 = 6.4e-3  # s, one process
+STEP_2 = 7.0e-3  # s, two at once
+ALPHA = 1.9e-3  # s
+BETA = 160e6  # bytes/s
+CPUS = 2
+PARAMS = 1e6
+S = PARAMS * 4  # gradient bytes, float32
+CATALOG_STEP = 10 * 3e9 / 10e12  # batch x (fwd + 2 fwd) FLOP / (peak x efficiency)
+
+SCENARIO = """
+version: 1
+name: calibrated
+seed: 1
+model: {name: toy, params: 1e6, flops_per_sample: 1 GFLOP}
+cluster:
+  hosts: 1
+  devices_per_host: 1
+  device: {peak_flops: 10 TFLOP/s, efficiency: 1.0}
+  host_link: {bandwidth: 100 GB/s, latency: 1 us}
+  network: {bandwidth: 10 Gbit/s, latency: 10 us}
+  profile: box.yaml
+training: {batch_per_worker: 10, steps: 5, warmup_steps: 1}
+strategy: {kind: allreduce, algorithm: ring, fusion_buffer: 1 GiB, overlap: false}
+"""
+
+
+def write(tmp_path: Path, profile: str = PROFILE, scenario: str = SCENARIO) -> Path:
+    (tmp_path / "box.yaml").write_text(profile)
+    path = tmp_path / "scenario.yaml"
+    path.write_text(scenario)
+    return path
+
+
+def simulate(path: Path, *sets: str) -> dict[str, Any]:
+    point = load(path, sets).points[0]
+    return summarize(point.spec, Simulation(point.spec, profile=point.profile).run())
+
+
+def ring(n: int, rate: float) -> float:
+    """Ring all-reduce of S bytes over n ranks, every link at `rate` (Patarasuk & Yuan)."""
+    return 2 * (n - 1) * (ALPHA + S / (n * rate))
+
+
+# ------------------------------------------------------------------ the format
+
+
+def test_dump_and_load_round_trip(tmp_path: Path) -> None:
+    # models hold SI floats, but take unit strings only (as scenarios do)
+    profile = Profile.model_validate(
+        {
+            "created": "2026-11-29T12:00:00+00:00",
+            "machine": {"hostname": "box", "cpus": 2, "platform": "p", "tensorflow": "2.21.0"},
+            "compute": [
+                {
+                    "model": "mlp",
+                    "batch_per_worker": 32,
+                    "processes": p,
+                    "step_time": f"{t} ms",
+                    "p10": f"{t * 0.9} ms",
+                    "p90": f"{t * 1.2} ms",
+                    "steps": 50,
+                }
+                for p, t in ((1, 6.4), (2, 7.25))
+            ],
+            "transfer": {
+                "latency": "1.9 ms",
+                "bandwidth": "160 MB/s",
+                "r2": 0.998,
+                "max_rel_residual": 0.12,
+                "points": [{"bytes": "1 KiB", "time": "2 ms"}, {"bytes": "4 MiB", "time": "28 ms"}],
+            },
+            "allreduce": [
+                {
+                    "workers": 2,
+                    "latency": "5 ms",
+                    "bandwidth": "120 MB/s",
+                    "r2": 0.99,
+                    "max_rel_residual": 0.2,
+                }
+            ],
+        }
+    )
+    path = tmp_path / "p.yaml"
+    path.write_text(dump_profile(profile))
+    again = load_profile(path)
+    assert again.machine == profile.machine
+    assert again.compute[1].step_time == pytest.approx(7.25e-3, rel=1e-9)
+    assert again.compute[0].p90 == pytest.approx(6.4e-3 * 1.2, rel=1e-5)
+    assert again.transfer is not None
+    assert again.transfer.latency == pytest.approx(1.9e-3, rel=1e-9)
+    assert again.transfer.bandwidth == pytest.approx(1.6e8, rel=1e-9)
+    assert again.transfer.points[1].bytes == pytest.approx(4 * 2**20)
+    assert again.allreduce[0].workers == 2
+    assert dump_profile(again) == dump_profile(profile)  # a fixed point
+
+
+def test_step_time_extrapolates_by_sharing_cores() -> None:
+    profile = Profile(
+        machine=Machine(cpus=2),
+        compute=[
+            ComputeEntry.model_validate(
+                {"model": m, "batch_per_worker": 8, "processes": p, "step_time": t}
+            )
+            for m, p, t in (("m", 1, "10 ms"), ("m", 2, "12 ms"), ("n", 2, "20 ms"))
+        ],
+    )
+    assert profile.step_time("m", 8, processes=1) == 0.010
+    assert profile.step_time("m", 8, processes=2) == 0.012
+    # beyond the largest count measured: t(P_max) x P / P_max
+    assert profile.step_time("m", 8, processes=3) == pytest.approx(0.012 * 3 / 2)
+    assert profile.step_time("m", 8, processes=8) == pytest.approx(0.012 * 4)
+    # below the fewest measured: that count's time (never extrapolated downwards)
+    assert profile.step_time("n", 8, processes=1) == 0.020
+    assert profile.step_time("m", 16) is None
+    assert profile.step_time("m", 8, dtype="float16") is None
+    assert profile.step_time("x", 8) is None
+
+
+# ------------------------------------------------------------------ loading
+
+
+def test_relative_path_is_the_scenario_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "box.yaml").write_text(PROFILE)
+    (tmp_path / "scenarios").mkdir()
+    path = tmp_path / "scenarios" / "s.yaml"
+    path.write_text(SCENARIO.replace("profile: box.yaml", "profile: ../profiles/box.yaml"))
+    monkeypatch.chdir(tmp_path)
+    point = load(Path("scenarios") / "s.yaml").points[0]
+    assert point.profile is not None and point.profile.machine.hostname == "box"
+    resolved = Path(str(point.spec.cluster.profile))
+    assert resolved.is_absolute()
+    assert resolved.resolve() == (tmp_path / "profiles" / "box.yaml").resolve()
+
+
+def test_absolute_path_as_is(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    absolute = tmp_path / "elsewhere" / "p.yaml"
+    absolute.write_text(PROFILE)
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO.replace("profile: box.yaml", f"profile: {absolute}"))
+    point = load(path).points[0]
+    assert point.spec.cluster.profile == str(absolute)
+    assert point.profile is not None
+
+
+def test_no_profile_no_calibration(tmp_path: Path) -> None:
+    path = write(tmp_path, scenario=SCENARIO.replace("  profile: box.yaml\n", ""))
+    point = load(path).points[0]
+    assert point.profile is None and point.spec.cluster.profile is None
+    sim = Simulation(point.spec)
+    assert sim.calibration is None
+    assert sim.compute.step_s == pytest.approx(CATALOG_STEP)
+
+
+@pytest.mark.parametrize(
+    "profile,fragment",
+    [
+        (None, "cluster.profile: cannot read"),
+        (PROFILE.replace("latency: 1.9 ms", "latency: 1.9"), "transfer.latency"),
+        (PROFILE.replace("cpus: 2", "cpus: 0"), "machine.cpus"),
+        (PROFILE.replace("kind: trainscale-profile", "kind: other"), "kind"),
+        ("- just\n- a list\n", "is not a trainscale profile"),
+    ],
+)
+def test_bad_profile_is_one_line_exit_2(
+    tmp_path: Path, capsys: Any, profile: str | None, fragment: str
+) -> None:
+    path = write(tmp_path)
+    if profile is None:
+        (tmp_path / "box.yaml").unlink()
+    else:
+        (tmp_path / "box.yaml").write_text(profile)
+    with pytest.raises(ScenarioError) as info:
+        load(path)
+    message = str(info.value)
+    assert message.startswith("cluster.profile: ") and fragment in message
+    assert str(tmp_path / "box.yaml") in message
+    out = tmp_path / "never"
+    assert main([str(path), "--out", str(out), "--quiet"]) == 2  # (test_cli: as a process)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0] == f"simulate: error: {message}"
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------ closed forms
+
+
+@pytest.mark.parametrize("network", ["analytical", "flow"])
+def test_one_worker_step_is_the_measured_step(tmp_path: Path, network: str) -> None:
+    row = simulate(write(tmp_path), f"sim.network_model={network}")
+    assert row["step_time_mean_s"] == pytest.approx(STEP_1, rel=1e-9, abs=0)
+
+
+@pytest.mark.parametrize("network", ["analytical", "flow"])
+def test_two_workers_ring_on_one_host(tmp_path: Path, network: str) -> None:
+    # compute with 2 processes at once, then the ring from the transfer fit; two transfers
+    # in flight on 2 cores run at full speed in the flow model too
+    row = simulate(write(tmp_path), "cluster.devices_per_host=2", f"sim.network_model={network}")
+    expected = STEP_2 + 2 * (2 - 1) * (ALPHA + S / (2 * BETA))
+    assert expected == pytest.approx(STEP_2 + ring(2, BETA))
+    assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
+    assert row["bytes_on_network"] == 0  # all on the one calibrated machine
+
+
+def test_four_workers_share_two_cores(tmp_path: Path) -> None:
+    path = write(tmp_path)
+    # compute: beyond the largest count measured (2), the cores are shared: 7 ms x 4 / 2
+    step_4 = STEP_2 * 4 / 2
+    # analytical (no contention): every ring link at the calibrated bandwidth
+    row = simulate(path, "cluster.devices_per_host=4", "sim.network_model=analytical")
+    assert row["step_time_mean_s"] == pytest.approx(step_4 + ring(4, BETA), rel=1e-9, abs=0)
+    # flow: four transfers in flight on two cores share 2 x beta: beta / 2 each
+    row = simulate(path, "cluster.devices_per_host=4", "sim.network_model=flow")
+    shared = min(BETA, CPUS * BETA / 4)
+    assert row["step_time_mean_s"] == pytest.approx(step_4 + ring(4, shared), rel=1e-9, abs=0)
+
+
+@pytest.mark.parametrize("network", ["analytical", "flow"])
+def test_parameter_server_on_the_calibrated_machine(tmp_path: Path, network: str) -> None:
+    # hosts: 1 with a profile: the dedicated server is a process on the same machine;
+    # push S to it, pull S back, each alpha + S / rate; in the flow model its one port
+    # carries both workers' pushes (and pulls): beta / 2 each
+    strategy = "strategy={kind: parameter_server, servers: 1, placement: dedicated}"
+    row = simulate(
+        write(tmp_path), "cluster.devices_per_host=2", strategy, f"sim.network_model={network}"
+    )
+    rate = BETA if network == "analytical" else BETA / 2
+    expected = STEP_2 + 2 * (ALPHA + S / rate)
+    assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
+    assert row["bytes_on_network"] == 0
+
+
+def test_layers_keep_their_shares(tmp_path: Path) -> None:
+    # per-layer times are scaled so that their total is the measured step time
+    scenario = SCENARIO.replace(
+        "model: {name: toy, params: 1e6, flops_per_sample: 1 GFLOP}",
+        "model: {name: toy, layers: [{name: a, params: 0.25e6, flops: 0.75 GFLOP}, "
+        "{name: b, params: 0.75e6, flops: 0.25 GFLOP}]}",
+    )
+    point = load(write(tmp_path, scenario=scenario)).points[0]
+    compute = Simulation(point.spec, profile=point.profile).compute
+    assert compute.step_s == pytest.approx(STEP_1, rel=1e-12)
+    assert compute.forward_s.tolist() == pytest.approx([STEP_1 * 0.75 / 3, STEP_1 * 0.25 / 3])
+    buckets = compute.buckets(0.0, overlap=True)  # one per layer, output layer first
+    assert buckets[0].ready_s == pytest.approx(STEP_1 / 3 + STEP_1 * 2 * 0.25 / 3)
+    assert buckets[1].ready_s == pytest.approx(STEP_1)
+
+
+def test_model_missing_from_profile_falls_back(tmp_path: Path) -> None:
+    path = write(tmp_path, profile=PROFILE.replace("model: toy", "model: other"))
+    point = load(path).points[0]
+    sim = Simulation(point.spec, profile=point.profile)
+    assert sim.compute.step_s == pytest.approx(CATALOG_STEP)
+    assert sim.calibration is not None
+    assert sim.calibration.not_found and "no entry for model toy" in sim.calibration.not_found[0]
+    assert any(u.startswith("transfer:") for u in sim.calibration.used)
+
+
+def test_profile_without_transfer_keeps_the_catalog_link(tmp_path: Path) -> None:
+    profile = PROFILE.replace(
+        "transfer: {latency: 1.9 ms, bandwidth: 160 MB/s, r2: 0.998, max_rel_residual: 0.12}\n",
+        "",
+    )
+    row = simulate(write(tmp_path, profile=profile), "cluster.devices_per_host=2")
+    link_alpha, link_beta = 1e-6, 100e9
+    expected = STEP_2 + 2 * (link_alpha + S / (2 * link_beta))
+    assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
+
+
+def test_simulation_reads_the_path_without_a_point(tmp_path: Path) -> None:
+    point = load(write(tmp_path)).points[0]
+    row = summarize(point.spec, Simulation(point.spec).run())  # reads spec.cluster.profile
+    assert row["step_time_mean_s"] == pytest.approx(STEP_1, rel=1e-9, abs=0)
+
+
+# ------------------------------------------------------------------ meta.json
+
+
+def test_meta_says_what_came_from_calibration(tmp_path: Path, capsys: Any) -> None:
+    scenario = SCENARIO + "sweep:\n  cluster.devices_per_host: [1, 2, 4]\n"
+    path = write(tmp_path, scenario=scenario)
+    out = tmp_path / "out"
+    assert main([str(path), "--out", str(out), "--quiet"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    meta = json.loads((out / vocab.META_FILE).read_text())
+    cal = meta["calibration"]
+    assert cal["profile"] == str(tmp_path / "box.yaml")
+    assert cal["machine"]["cpus"] == 2 and cal["machine"]["hostname"] == "box"
+    assert "compute: toy batch 10 (P=1): 6.4 ms" in cal["used"]
+    assert "compute: toy batch 10 (P=2): 7 ms" in cal["used"]
+    assert any(
+        u.startswith("compute: toy batch 10 (P=4): 14 ms, extrapolated from P=2")
+        for u in cal["used"]
+    )
+    assert any(u.startswith("transfer: latency 1.9 ms, bandwidth 160 MB/s") for u in cal["used"])
+    assert not any("allreduce" in u for u in cal["used"])
+    assert cal["not_found"] == []
+    assert set(cal["points"]) == {"devices_per_host=1", "devices_per_host=2", "devices_per_host=4"}
+    # the resolved spec names the file it read
+    assert meta["points"][0]["resolved"]["cluster"]["profile"] == str(tmp_path / "box.yaml")
+
+
+def test_missing_model_is_a_warning_and_in_meta(tmp_path: Path, capsys: Any) -> None:
+    path = write(tmp_path, profile=PROFILE.replace("model: toy", "model: other"))
+    out = tmp_path / "out"
+    assert main([str(path), "--out", str(out), "--quiet"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("simulate: warning: compute: no entry for model")
+    meta = json.loads((out / vocab.META_FILE).read_text())
+    assert meta["calibration"]["not_found"][0].startswith("compute: no entry for model toy")
+
+
+def test_meta_without_profile_has_no_calibration(tmp_path: Path) -> None:
+    path = write(tmp_path, scenario=SCENARIO.replace("  profile: box.yaml\n", ""))
+    out = tmp_path / "out"
+    assert main([str(path), "--out", str(out), "--quiet"]) == 0
+    assert "calibration" not in json.loads((out / vocab.META_FILE).read_text())
