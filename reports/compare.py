@@ -1,0 +1,241 @@
+"""Lay runs side by side: one scenario, points paired by id, prediction errors, Kendall tau.
+
+Pairing rule: a report is about one scenario. Its directories may hold any backends, but
+every results.csv must name the same scenario, and a (backend, point) may appear in one
+directory only. A simulated and a real row of the same point id form a pair, and they must
+describe the same configuration (model, strategy, workers, ...), or the comparison would
+be meaningless.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scenarios.errors import UserError
+
+from .load import Run, records
+
+#: results.csv columns that a simulated and a real row of one point must share
+IDENTITY_COLUMNS = (
+    "model",
+    "strategy",
+    "algorithm",
+    "sync",
+    "workers",
+    "servers",
+    "batch_per_worker",
+    "steps",
+)
+
+#: sweep paths already in a strategy label, or that only set the number of workers
+_LABELLED_PATHS = {
+    "cluster.hosts",
+    "cluster.devices_per_host",
+    "strategy.kind",
+    "strategy.algorithm",
+    "strategy.servers",
+    "strategy.sync",
+}
+
+
+def combine(runs: Sequence[Run]) -> pd.DataFrame:
+    """All results rows of one scenario, with `source` (index into runs) and `label`."""
+    first = runs[0]
+    seen: dict[tuple[str, str], Run] = {}
+    for run in runs:
+        if run.scenario != first.scenario:
+            raise UserError(
+                f"{run.results_path}: column 'scenario' is {run.scenario!r} but "
+                f"{first.results_path} is {first.scenario!r}; a report compares runs of one "
+                f"scenario"
+            )
+        for backend, point in zip(run.results["backend"], run.results["point"], strict=True):
+            other = seen.get((backend, point))
+            if other is not None:
+                raise UserError(
+                    f"{run.results_path}: column 'point': {backend} point {point!r} is also in "
+                    f"{other.results_path}; give each backend's result once"
+                )
+            seen[(backend, point)] = run
+    frame = pd.concat(
+        [run.results.assign(source=i) for i, run in enumerate(runs)], ignore_index=True
+    )
+    _check_pairs(frame, runs)
+    frame["label"] = series_labels(frame, [run.meta for run in runs])
+    return frame
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b)
+    return bool(a == b)
+
+
+def _check_pairs(frame: pd.DataFrame, runs: Sequence[Run]) -> None:
+    sim = frame[frame["backend"] == "sim"].set_index("point")
+    real = frame[frame["backend"] == "real"].set_index("point")
+    for point in real.index.intersection(sim.index):
+        s, r = sim.loc[point], real.loc[point]
+        for column in IDENTITY_COLUMNS:
+            if not _same(s[column], r[column]):
+                raise UserError(
+                    f"{runs[int(r['source'])].results_path}: column '{column}' of point "
+                    f"{point!r} is {_show(r[column])} but {_show(s[column])} in "
+                    f"{runs[int(s['source'])].results_path}; sim and real must run the same "
+                    f"configuration"
+                )
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def strategy_label(row: Mapping[str, Any]) -> str:
+    """'allreduce/ring', 'ps x4', 'independent', with ' async' for asynchronous runs."""
+    strategy = str(row["strategy"])
+    if strategy == "parameter_server":
+        label = f"ps x{_show(float(row['servers']))}"
+    elif row["algorithm"]:
+        label = f"{strategy}/{row['algorithm']}"
+    else:
+        label = strategy
+    return label if row["sync"] else f"{label} async"
+
+
+def _flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, f"{path}."))
+        else:
+            out[path] = value
+    return out
+
+
+def sweep_values(metas: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """point id -> flattened sweep values, from meta.json's `points` (first one wins)."""
+    out: dict[str, dict[str, Any]] = {}
+    for meta in metas:
+        points = meta.get("points")
+        if not isinstance(points, list):
+            continue
+        for p in points:
+            if isinstance(p, Mapping) and isinstance(p.get("values"), Mapping):
+                out.setdefault(str(p.get("id")), _flatten(p["values"]))
+    return out
+
+
+def series_labels(frame: pd.DataFrame, metas: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One label per row naming its configuration apart from the number of workers.
+
+    The strategy label, plus every swept value that differs between points and is not
+    already said (`every_steps=25`), so that the points of one label differ only in workers
+    and the label is the same for a point's simulated and real rows."""
+    values = sweep_values(metas)
+    points = [values.get(p, {}) for p in dict.fromkeys(frame["point"])]
+    paths = dict.fromkeys(k for v in points for k in v if k not in _LABELLED_PATHS)
+    varying = [k for k in paths if len({repr(v.get(k, "\0absent")) for v in points}) > 1]
+    labels = []
+    for row in records(frame):
+        mine = values.get(row["point"], {})
+        extra = [f"{k.rsplit('.', 1)[-1]}={mine[k]}" for k in varying if k in mine]
+        labels.append(" ".join([strategy_label(row), *extra]))
+    return labels
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Kendall's tau-b rank correlation of two paired samples, ties counted (Kendall 1945).
+
+    tau_b = (concordant - discordant) / sqrt((n0 - ties_x) (n0 - ties_y)), n0 = n(n-1)/2.
+    None when it is undefined: fewer than two pairs, or one sample all ties."""
+    a = np.asarray(x, dtype=float)
+    b = np.asarray(y, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError("kendall_tau_b needs samples of the same length")
+    n = len(a)
+    if n < 2:
+        return None
+    i, j = np.triu_indices(n, k=1)  # every unordered pair once; O(n^2), n is a sweep's size
+    dx = np.sign(a[i] - a[j])
+    dy = np.sign(b[i] - b[j])
+    n0 = n * (n - 1) / 2
+    ties_x = float(np.sum(dx == 0))
+    ties_y = float(np.sum(dy == 0))
+    denominator = math.sqrt((n0 - ties_x) * (n0 - ties_y))
+    if denominator == 0:
+        return None
+    return float(np.sum(dx * dy)) / denominator
+
+
+def relative_error(sim: float, real: float) -> float:
+    """(sim - real) / real: positive when the simulator predicts more than reality."""
+    return (sim - real) / real if real else math.nan
+
+
+def mape(errors: Sequence[float]) -> float | None:
+    """Mean absolute percentage error (in percent) of relative errors; None if none."""
+    finite = [abs(e) for e in errors if math.isfinite(e)]
+    return 100.0 * sum(finite) / len(finite) if finite else None
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How well the simulator predicted the real runs of one scenario."""
+
+    pairs: pd.DataFrame  # one row per point with both backends
+    mape_step_time: float | None  # percent
+    mape_throughput: float | None  # percent
+    tau: float | None  # Kendall tau-b of throughput ranks, sim vs real
+
+
+PAIR_COLUMNS = (
+    "point",
+    "label",
+    "workers",
+    "sim_step_time_s",
+    "real_step_time_s",
+    "step_time_error",
+    "sim_throughput",
+    "real_throughput",
+    "throughput_error",
+)
+
+
+def agreement(frame: pd.DataFrame) -> Agreement:
+    """Prediction errors of every point that has a simulated and a real row."""
+    sim = frame[frame["backend"] == "sim"].set_index("point")
+    real = frame[frame["backend"] == "real"].set_index("point")
+    rows = []
+    for point in [p for p in real.index if p in sim.index]:
+        s, r = sim.loc[point], real.loc[point]
+        rows.append(
+            {
+                "point": point,
+                "label": r["label"],
+                "workers": int(r["workers"]),
+                "sim_step_time_s": float(s["step_time_mean_s"]),
+                "real_step_time_s": float(r["step_time_mean_s"]),
+                "step_time_error": relative_error(s["step_time_mean_s"], r["step_time_mean_s"]),
+                "sim_throughput": float(s["throughput_samples_per_s"]),
+                "real_throughput": float(r["throughput_samples_per_s"]),
+                "throughput_error": relative_error(
+                    s["throughput_samples_per_s"], r["throughput_samples_per_s"]
+                ),
+            }
+        )
+    pairs = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
+    return Agreement(
+        pairs=pairs,
+        mape_step_time=mape(list(pairs["step_time_error"])),
+        mape_throughput=mape(list(pairs["throughput_error"])),
+        tau=kendall_tau_b(list(pairs["sim_throughput"]), list(pairs["real_throughput"])),
+    )

@@ -1,0 +1,225 @@
+"""Read one result directory (results.csv, steps.csv, meta.json, trace-<point>.json).
+
+Only the result files are read, never the simulator or the real backend: a report lays
+side by side whatever the two backends wrote under the contract (SCENARIO.md, "Result
+files"). Every problem is a `UserError` naming the file, the column or key, and the value.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scenarios import vocab
+from scenarios.errors import UserError
+
+BACKENDS = ("sim", "real")
+
+#: results.csv columns that hold text; every other contract column is a number
+TEXT_COLUMNS = ("point", "backend", "scenario", "model", "strategy", "algorithm")
+BOOL_COLUMNS = ("sync",)
+#: results.csv columns a report cannot do without: empty cells are refused here
+REQUIRED_VALUES = (
+    "point",
+    "backend",
+    "scenario",
+    "strategy",
+    "sync",
+    "workers",
+    "batch_per_worker",
+    "step_time_mean_s",
+    "throughput_samples_per_s",
+)
+#: steps.csv columns the report reads (the file has all of vocab.STEP_COLUMNS)
+STEP_NUMBERS = ("worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s", "staleness")
+STEP_FLAGS = ("warmup", "lost")
+
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no"}
+
+
+@dataclass
+class Run:
+    """One result directory: its results (one row per point), steps and provenance."""
+
+    directory: Path
+    results: pd.DataFrame
+    steps: pd.DataFrame
+    meta: dict[str, Any]
+    traces: dict[str, Path] = field(default_factory=dict)  # point id -> trace file
+
+    @property
+    def scenario(self) -> str:
+        return str(self.results["scenario"].iloc[0])
+
+    @property
+    def backends(self) -> list[str]:
+        return sorted(set(self.results["backend"]))
+
+    @property
+    def results_path(self) -> Path:
+        return self.directory / vocab.RESULTS_FILE
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows of a frame as dicts keyed by column name."""
+    return [{str(k): v for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def load_run(directory: str | Path) -> Run:
+    """Read and check one result directory; raises UserError on anything unusable."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise UserError(f"{directory}: not a directory of result files")
+    results = read_results(directory / vocab.RESULTS_FILE)
+    steps = read_steps(directory / vocab.STEPS_FILE)
+    meta = read_meta(directory / vocab.META_FILE)
+    traces = {}
+    for point in results["point"]:
+        path = directory / vocab.trace_file(point)
+        if path.is_file():
+            traces[point] = path
+    return Run(directory, results, steps, meta, traces)
+
+
+def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
+    if not path.is_file():
+        raise UserError(f"{path}: missing (a result directory holds {path.name})")
+    try:
+        return pd.read_csv(path, **kwargs)
+    except pd.errors.EmptyDataError:
+        raise UserError(f"{path}: empty file, expected a CSV header") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"{path}: not a readable CSV file ({first})") from None
+
+
+def _require_columns(path: Path, columns: pd.Index, wanted: tuple[str, ...]) -> None:
+    missing = [c for c in wanted if c not in columns]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise UserError(
+            f"{path}: column '{missing[0]}' missing{more}; is this a trainscale result?"
+        )
+
+
+def _numbers(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
+    """The column as floats; a cell that is not a number is refused with its row."""
+    values = pd.to_numeric(frame[column], errors="coerce")
+    cells = frame[column]
+    bad = values.isna() & cells.notna() & (cells.astype(str).str.strip().str.lower() != "nan")
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise UserError(
+            f"{path}: column '{column}', row {row + 1}: {frame[column].iloc[row]!r} is not a number"
+        )
+    return values.astype(float)
+
+
+def _flags(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
+    series = frame[column]
+    if series.dtype == bool:
+        return series
+    text = series.astype(str).str.strip().str.lower()
+    bad = ~text.isin(_TRUE | _FALSE)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise UserError(
+            f"{path}: column '{column}', row {row + 1}: {series.iloc[row]!r} is not True or False"
+        )
+    return text.isin(_TRUE)
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """results.csv with every contract column, numbers as floats, `sync` as bool."""
+    frame = _read_csv(
+        path, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=False, na_values=[""]
+    )
+    _require_columns(path, frame.columns, vocab.RESULT_COLUMNS)
+    if frame.empty:
+        raise UserError(f"{path}: no rows (a result has one row per sweep point)")
+    for column in REQUIRED_VALUES:
+        empty = frame[column].isna()
+        if empty.any():
+            row = int(np.flatnonzero(empty.to_numpy())[0])
+            raise UserError(f"{path}: column '{column}', row {row + 1}: empty")
+    for column in vocab.RESULT_COLUMNS:
+        if column in BOOL_COLUMNS:
+            frame[column] = _flags(path, frame, column)
+        elif column not in TEXT_COLUMNS:
+            frame[column] = _numbers(path, frame, column)
+    for column in TEXT_COLUMNS:
+        frame[column] = frame[column].fillna("").astype(str)
+    bad_backend = ~frame["backend"].isin(BACKENDS)
+    if bad_backend.any():
+        row = int(np.flatnonzero(bad_backend.to_numpy())[0])
+        raise UserError(
+            f"{path}: column 'backend', row {row + 1}: {frame['backend'].iloc[row]!r} "
+            f"is neither 'sim' nor 'real'"
+        )
+    scenarios = list(dict.fromkeys(frame["scenario"]))
+    if len(scenarios) > 1:
+        raise UserError(
+            f"{path}: column 'scenario' holds {scenarios[0]!r} and {scenarios[1]!r}; "
+            f"one result directory is one scenario"
+        )
+    duplicated = frame.duplicated(["backend", "point"])
+    if duplicated.any():
+        row = int(np.flatnonzero(duplicated.to_numpy())[0])
+        raise UserError(
+            f"{path}: column 'point', row {row + 1}: {frame['point'].iloc[row]!r} appears twice"
+        )
+    return frame
+
+
+def read_steps(path: Path) -> pd.DataFrame:
+    """The steps.csv columns the report draws: phases per (point, worker, step)."""
+    header = _read_csv(path, nrows=0)
+    _require_columns(path, header.columns, vocab.STEP_COLUMNS)
+    frame = _read_csv(
+        path,
+        usecols=["point", *STEP_NUMBERS, *STEP_FLAGS],
+        dtype={"point": str},
+        keep_default_na=False,
+        na_values=[""],
+    )
+    for column in STEP_NUMBERS:
+        frame[column] = _numbers(path, frame, column)
+    for column in STEP_FLAGS:
+        frame[column] = _flags(path, frame, column)
+    frame["point"] = frame["point"].fillna("").astype(str)
+    return frame
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"{path}: missing (a result directory holds {path.name}, its provenance)")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(document, dict):
+        raise UserError(f"{path}: expected a JSON object, got {type(document).__name__}")
+    return document
+
+
+def read_trace(path: Path) -> dict[str, Any]:
+    """A Chrome trace document ({"traceEvents": [...]}, or a bare list of events)."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(document, list):
+        document = {"traceEvents": document}
+    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+        raise UserError(f"{path}: key 'traceEvents' missing; not a Chrome trace")
+    return document

@@ -1,0 +1,403 @@
+"""Render a Report as one self-contained HTML page and as a Markdown summary.
+
+The page embeds every plot as a base64 PNG data URI and its CSS inline: no scripts, no
+network, it opens offline and can be mailed as one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .load import Run, records
+from .plots import BREAKDOWN, breakdown_shares
+from .report import Plot, Report
+
+#: the page's sections, in order: (id, heading); tests and readers rely on these ids
+SECTIONS = (
+    ("prediction-error", "Prediction error"),
+    ("scaling", "Scaling"),
+    ("time-breakdown", "Where the time goes"),
+    ("step-times", "Step times"),
+    ("staleness", "Staleness"),
+    ("timelines", "Timelines"),
+    ("points", "All points"),
+    ("provenance", "Provenance"),
+)
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 13px; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; vertical-align: top; }
+th { background: #f4f4f4; } td.text, th.text { text-align: left; }
+img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
+figcaption, .note { color: #666; font-size: 12px; }
+nav a { margin-right: 1em; } code { font-size: 12px; word-break: break-all; }
+"""
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms" if math.isfinite(seconds) else ""
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if math.isfinite(value) else ""
+
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
+def anchor(key: str) -> str:
+    """An HTML id from a point id (which may hold '=', ',' and '.')."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", key)
+
+
+def _data_uri(plot: Plot) -> str:
+    return "data:image/png;base64," + base64.b64encode(plot.png).decode("ascii")
+
+
+# ---------------------------------------------------------------------------- tables
+# A table is a header and rows of cells; the first `text` columns align left.
+
+
+Table = tuple[list[str], list[list[str]]]
+
+
+def error_table(report: Report) -> Table:
+    header = [
+        "point",
+        "configuration",
+        "workers",
+        "sim step",
+        "real step",
+        "step error",
+        "sim samples/s",
+        "real samples/s",
+        "throughput error",
+    ]
+    rows = [
+        [
+            str(r["point"]),
+            str(r["label"]),
+            str(r["workers"]),
+            _ms(r["sim_step_time_s"]),
+            _ms(r["real_step_time_s"]),
+            _pct(r["step_time_error"], signed=True),
+            _num(r["sim_throughput"]),
+            _num(r["real_throughput"]),
+            _pct(r["throughput_error"], signed=True),
+        ]
+        for r in records(report.agreement.pairs)
+    ]
+    return header, rows
+
+
+def summary_lines(report: Report) -> list[str]:
+    a = report.agreement
+    n = len(a.pairs)
+    if not n:
+        return [
+            "No point has both a simulated and a real result: give a sim and a real directory "
+            "of the same scenario to compare them."
+        ]
+    mape_step = "n/a" if a.mape_step_time is None else f"{a.mape_step_time:.1f}%"
+    mape_tp = "n/a" if a.mape_throughput is None else f"{a.mape_throughput:.1f}%"
+    if a.tau is None:
+        tau = "n/a (needs two points and throughputs that are not all equal)"
+    else:
+        tau = f"{a.tau:+.3f} (+1: ranked as reality ranks them; -1: reversed)"
+    return [
+        f"Points with both backends: {n}. Relative error = (sim - real) / real.",
+        f"Mean absolute percentage error: step time {mape_step}, throughput {mape_tp}.",
+        f"Kendall tau-b of the throughput ranking, sim vs real: {tau}.",
+    ]
+
+
+def breakdown_table(report: Report) -> Table:
+    header = ["point", "backend", *(name for name, _, _ in BREAKDOWN)]
+    rows = [
+        [str(r["point"]), str(r["backend"]), *(_pct(s) for s in breakdown_shares(r))]
+        for r in records(report.frame)
+    ]
+    return header, rows
+
+
+def step_table(report: Report) -> Table:
+    header = ["point", "backend", "mean", "p50", "p99", "jitter"]
+    rows = [
+        [
+            str(r["point"]),
+            str(r["backend"]),
+            _ms(r["step_time_mean_s"]),
+            _ms(r["step_time_p50_s"]),
+            _ms(r["step_time_p99_s"]),
+            _ms(r["step_time_jitter_s"]),
+        ]
+        for r in records(report.frame)
+    ]
+    return header, rows
+
+
+def staleness_table(report: Report) -> Table:
+    header = ["point", "backend", "max staleness", "mean staleness"]
+    rows = [
+        [
+            str(r["point"]),
+            str(r["backend"]),
+            f"{r['max_staleness']:.0f}",
+            f"{r['mean_staleness']:.2f}",
+        ]
+        for r in records(report.asynchronous)
+    ]
+    return header, rows
+
+
+def points_table(report: Report) -> Table:
+    header = [
+        "point",
+        "backend",
+        "configuration",
+        "workers",
+        "batch/worker",
+        "step time",
+        "samples/s",
+        "scaling eff",
+        "failures",
+        "lost steps",
+        "training time",
+    ]
+    rows = [
+        [
+            str(r["point"]),
+            str(r["backend"]),
+            str(r["label"]),
+            f"{r['workers']:.0f}",
+            f"{r['batch_per_worker']:.0f}",
+            _ms(r["step_time_mean_s"]),
+            _num(r["throughput_samples_per_s"]),
+            _pct(r["scaling_efficiency"]),
+            f"{r['failures']:g}",
+            f"{r['lost_steps']:g}",
+            f"{r['training_time_s']:.2f} s",
+        ]
+        for r in records(report.frame)
+    ]
+    return header, rows
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def provenance(run: Run) -> list[tuple[str, str]]:
+    """(field, value) of one directory's meta.json, the fields a reader asks about first."""
+    meta = run.meta
+    scenario, machine, versions = (
+        _mapping(meta.get(k)) for k in ("scenario", "machine", "versions")
+    )
+    command = meta.get("command")
+    fields = [
+        ("directory", str(run.directory)),
+        ("backend", ", ".join(run.backends) + f" (meta.json: {meta.get('backend', '?')})"),
+        ("points", str(len(run.results))),
+        ("scenario", str(scenario.get("name", ""))),
+        ("scenario file", str(scenario.get("path", ""))),
+        ("scenario sha256", str(scenario.get("sha256", ""))),
+        ("overrides (--set)", ", ".join(map(str, scenario.get("sets") or [])) or "none"),
+        ("seed", _short(meta.get("seed", ""))),
+        ("git commit", str(meta.get("git_commit", ""))),
+        ("date", str(meta.get("date", ""))),
+        ("command", " ".join(map(str, command)) if isinstance(command, list) else _short(command)),
+        (
+            "machine",
+            ", ".join(f"{k}: {v}" for k, v in machine.items()) if machine else "",
+        ),
+        ("versions", ", ".join(f"{k} {v}" for k, v in versions.items())),
+        (
+            "wall time",
+            f"{meta['wall_time_s']:.1f} s"
+            if isinstance(meta.get("wall_time_s"), int | float)
+            else "",
+        ),
+        ("traces", str(len(run.traces))),
+    ]
+    return fields
+
+
+def calibration(run: Run) -> list[tuple[str, str]] | None:
+    """meta.json's `calibration` (which numbers came from a calibration profile), if any."""
+    value = run.meta.get("calibration")
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        return [("calibration", _short(value))]
+    return [(str(k), _short(v)) for k, v in value.items()]
+
+
+# ---------------------------------------------------------------------------- HTML
+
+
+def _html_table(table: Table, text: int = 2, attrs: str = "") -> str:
+    header, rows = table
+
+    def cell(tag: str, i: int, value: str) -> str:
+        cls = ' class="text"' if i < text else ""
+        return f"<{tag}{cls}>{html.escape(value)}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(header))
+    body = "\n".join(
+        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows
+    )
+    return f"<table{attrs}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+
+
+def _fields_table(fields: Iterable[tuple[str, str]]) -> str:
+    body = "\n".join(
+        f'<tr><th class="text">{html.escape(k)}</th><td class="text"><code>{html.escape(v)}'
+        f"</code></td></tr>"
+        for k, v in fields
+    )
+    return f"<table>\n{body}\n</table>"
+
+
+def _figure(plot: Plot) -> str:
+    return (
+        f'<figure id="plot-{anchor(plot.key)}">'
+        f'<img src="{_data_uri(plot)}" alt="{html.escape(plot.title)}">'
+        f"<figcaption>{html.escape(plot.caption)}</figcaption></figure>"
+    )
+
+
+def _paragraphs(lines: Sequence[str]) -> str:
+    return "\n".join(f"<p>{html.escape(line)}</p>" for line in lines)
+
+
+def to_html(report: Report, generated: str | None = None) -> str:
+    generated = generated or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    body: dict[str, str] = {}
+    body["prediction-error"] = _paragraphs(summary_lines(report)) + _html_table(
+        error_table(report), attrs=' id="error-table"'
+    )
+    body["scaling"] = _figure(report.plots["scaling"])
+    body["time-breakdown"] = _figure(report.plots["breakdown"]) + _html_table(
+        breakdown_table(report)
+    )
+    body["step-times"] = _figure(report.plots["step-times"]) + _html_table(step_table(report))
+    if "staleness" in report.plots:
+        body["staleness"] = _figure(report.plots["staleness"]) + _html_table(
+            staleness_table(report)
+        )
+    else:
+        body["staleness"] = _paragraphs(["No asynchronous runs: every update is fresh."])
+    body["timelines"] = (
+        _paragraphs(
+            [
+                "The first steps after warm-up of every point, per worker: compute above, "
+                "communication and waiting below. From the trace where the run wrote one "
+                "(--trace), else from steps.csv."
+            ]
+        )
+        + "\n".join(_figure(p) for p in report.timelines)
+        if report.timelines
+        else _paragraphs(["Timelines not drawn."])
+    )
+    body["points"] = _html_table(points_table(report), text=3)
+    parts = []
+    for i, run in enumerate(report.runs):
+        parts.append(f"<h3>{html.escape(str(run.directory))}</h3>")
+        parts.append(_fields_table(provenance(run)))
+        cal = calibration(run)
+        if cal is not None:
+            parts.append(
+                "<h4>Calibration: which numbers came from a calibration profile</h4>"
+                f'<div id="calibration-{i}">{_fields_table(cal)}</div>'
+            )
+    body["provenance"] = "\n".join(parts)
+    nav = " ".join(f'<a href="#{key}">{html.escape(title)}</a>' for key, title in SECTIONS)
+    sections = "\n".join(
+        f'<section id="{key}">\n<h2>{html.escape(title)}</h2>\n{body[key]}\n</section>'
+        for key, title in SECTIONS
+    )
+    inputs = ", ".join(f"{run.directory} ({'/'.join(run.backends)})" for run in report.runs)
+    title = f"trainscale report: {report.scenario}"
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        f"<h1>{html.escape(title)}</h1>\n"
+        f'<p class="note">Inputs: {html.escape(inputs)}. Generated {html.escape(generated)}.</p>\n'
+        f"<nav>{nav}</nav>\n{sections}\n</body>\n</html>\n"
+    )
+
+
+# ---------------------------------------------------------------------------- Markdown
+
+
+def _md_escape(value: str) -> str:
+    return value.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(table: Table) -> str:
+    header, rows = table
+    lines = [
+        "| " + " | ".join(map(_md_escape, header)) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
+    lines += ["| " + " | ".join(map(_md_escape, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _md_fields(fields: Iterable[tuple[str, str]]) -> str:
+    return _md_table((["field", "value"], [[k, f"`{v}`" if v else ""] for k, v in fields]))
+
+
+def to_markdown(report: Report, html_name: str, generated: str | None = None) -> str:
+    generated = generated or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    out = [
+        f"# trainscale report: {report.scenario}",
+        "",
+        f"Generated {generated}. Plots and timelines: [{html_name}]({html_name}).",
+        "",
+        "## Prediction error",
+        "",
+        *[f"{line}  " for line in summary_lines(report)],
+        "",
+    ]
+    if len(report.agreement.pairs):
+        out += [_md_table(error_table(report)), ""]
+    sections: list[tuple[str, Callable[[Report], Table]]] = [
+        ("Where the time goes", breakdown_table),
+        ("Step times", step_table),
+    ]
+    if not report.asynchronous.empty:
+        sections.append(("Staleness", staleness_table))
+    sections.append(("All points", points_table))
+    for heading, table in sections:
+        out += [f"## {heading}", "", _md_table(table(report)), ""]
+    out += ["## Provenance", ""]
+    for run in report.runs:
+        out += [f"### {run.directory}", "", _md_fields(provenance(run)), ""]
+        cal = calibration(run)
+        if cal is not None:
+            out += [
+                "Calibration (which numbers came from a calibration profile):",
+                "",
+                _md_fields(cal),
+                "",
+            ]
+    return "\n".join(out)

@@ -1,0 +1,125 @@
+"""Build a report from result directories: the data and the plots, ready to render.
+
+`build(dirs)` reads and checks every directory first (one scenario, points paired by id;
+see compare.py), so that bad input is refused before anything is drawn or written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import plots
+from .compare import Agreement, agreement, combine
+from .load import Run, load_run, read_trace, records
+from .timeline import Timeline, from_steps, from_trace, window
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One embedded image: `key` names it in the page (id), `png` holds its bytes."""
+
+    key: str
+    title: str
+    png: bytes
+    caption: str = ""
+
+
+@dataclass
+class Report:
+    scenario: str
+    runs: list[Run]
+    frame: pd.DataFrame  # every results row, with source (index into runs) and label
+    agreement: Agreement
+    plots: dict[str, Plot] = field(default_factory=dict)
+    timelines: list[Plot] = field(default_factory=list)
+
+    @property
+    def asynchronous(self) -> pd.DataFrame:
+        return self.frame[~self.frame["sync"].astype(bool)]
+
+
+def _point_steps(run: Run, point: str) -> pd.DataFrame:
+    steps = run.steps
+    return steps[steps["point"] == point]
+
+
+def _measured(steps: pd.DataFrame) -> pd.DataFrame:
+    return steps[~steps["warmup"] & ~steps["lost"]]
+
+
+def step_durations(run: Run, point: str) -> np.ndarray:
+    """Every measured worker-step's duration (end - start), seconds."""
+    rows = _measured(_point_steps(run, point))
+    return (rows["end_s"] - rows["start_s"]).to_numpy()
+
+
+def staleness_values(run: Run, point: str) -> np.ndarray:
+    return _measured(_point_steps(run, point))["staleness"].to_numpy()
+
+
+def load_runs(directories: Sequence[str | Path]) -> list[Run]:
+    return [load_run(d) for d in directories]
+
+
+def build(directories: Sequence[str | Path], timelines: bool = True) -> Report:
+    """Read, check, compare and draw; raises UserError on bad or mismatched inputs."""
+    runs = load_runs(directories)
+    frame = combine(runs)
+    report = Report(runs[0].scenario, runs, frame, agreement(frame))
+    rows = records(frame)
+    # read every trace before drawing anything, so that a broken one is refused at once
+    lines = [timeline_of(runs[r["source"]], str(r["point"])) for r in rows] if timelines else []
+    report.plots["scaling"] = Plot(
+        "scaling",
+        "Throughput and scaling efficiency",
+        plots.scaling(frame),
+        "One line per strategy; simulated solid, real dashed. Error bars on real points: "
+        "the step-time jitter (1.4826 x MAD) relative to the median step time.",
+    )
+    report.plots["breakdown"] = Plot(
+        "breakdown",
+        "Where the time goes",
+        plots.breakdown(frame),
+        "Compute, communication and wait as shares of worker time; checkpoint and recovery "
+        "as shares of training time (they stall the whole job).",
+    )
+    report.plots["step-times"] = Plot(
+        "step-times",
+        "Step-time distributions",
+        plots.step_times(frame, [step_durations(runs[r["source"]], r["point"]) for r in rows]),
+        "Per worker-step durations of measured steps (steps.csv).",
+    )
+    asynchronous = report.asynchronous
+    if not asynchronous.empty:
+        report.plots["staleness"] = Plot(
+            "staleness",
+            "Staleness of asynchronous updates",
+            plots.staleness(
+                asynchronous,
+                [staleness_values(runs[r["source"]], r["point"]) for r in records(asynchronous)],
+            ),
+            "Updates applied between a worker's read of the parameters and its update.",
+        )
+    for row, (line, source) in zip(rows if timelines else [], lines, strict=True):
+        name = plots.row_name(row)
+        key = f"timeline-{row['source']}-{row['backend']}-{row['point']}"
+        report.timelines.append(Plot(key, name, plots.timeline(line, name), f"from {source}"))
+    return report
+
+
+def timeline_of(run: Run, point: str) -> tuple[Timeline, str]:
+    """The point's timeline window and the file it came from (its trace, else steps.csv)."""
+    steps = _point_steps(run, point)
+    bounds = window(steps)
+    trace = run.traces.get(point)
+    if trace is not None:
+        return from_trace(read_trace(trace), bounds), trace.name
+    return from_steps(steps, bounds or (0.0, 0.0)), "steps.csv"

@@ -1,0 +1,427 @@
+"""The report: Kendall tau and MAPE against hand-computed values, the page's sections and
+images, refusals of bad or mismatched input, the import boundary, and a headless browser.
+
+Fixtures (tests/data/reports/): `mlp-localhost/{sim,real}` is a trimmed copy of a real run
+of scenarios/library/mlp-localhost.yaml and its simulation (steps.csv keeps steps 0-9);
+`async-ps` is a tiny simulated sync vs async parameter-server sweep with traces.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reports import cli
+from reports.compare import kendall_tau_b, mape, relative_error
+from reports.plots import breakdown_shares
+from reports.render import SECTIONS
+from reports.timeline import MAX_STEPS, MAX_WORKERS, from_steps, window
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "reports"
+SIM = DATA / "mlp-localhost" / "sim"
+REAL = DATA / "mlp-localhost" / "real"
+ASYNC = DATA / "async-ps"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------- Kendall tau-b, MAPE
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "expected"),
+    [
+        ([1, 2, 3, 4], [10, 20, 30, 40], 1.0),  # same order
+        ([1, 2, 3, 4], [40, 30, 20, 10], -1.0),  # reversed
+        # by hand: 6 concordant, 4 discordant pairs of 10 -> (6 - 4) / 10
+        ([1, 2, 3, 4, 5], [3, 4, 1, 2, 5], 0.2),
+        # with ties in both samples: the example in SciPy's kendalltau documentation
+        ([12, 2, 1, 12, 2], [1, 4, 7, 1, 0], -0.47140452079103173),
+        # ties in x only: C=2, D=0, ties_x=1, n0=3 -> 2 / sqrt(2 * 3)
+        ([1, 1, 2], [1, 2, 3], 2 / math.sqrt(6)),
+    ],
+)
+def test_kendall_tau_b_known_values(x: list[float], y: list[float], expected: float) -> None:
+    assert kendall_tau_b(x, y) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(("x", "y"), [([], []), ([1.0], [2.0]), ([1, 2, 3], [5, 5, 5])])
+def test_kendall_tau_b_undefined(x: list[float], y: list[float]) -> None:
+    assert kendall_tau_b(x, y) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(-5, 5), st.integers(-5, 5)), min_size=2, max_size=12))
+def test_kendall_tau_b_properties(pairs: list[tuple[int, int]]) -> None:
+    x = [float(a) for a, _ in pairs]
+    y = [float(b) for _, b in pairs]
+    tau = kendall_tau_b(x, y)
+    if tau is None:
+        assert len(set(x)) == 1 or len(set(y)) == 1
+        return
+    assert -1.0 - 1e-12 <= tau <= 1.0 + 1e-12
+    assert kendall_tau_b(y, x) == pytest.approx(tau)  # symmetric
+    assert kendall_tau_b(x, [-v for v in y]) == pytest.approx(-tau)  # reversing flips it
+    assert kendall_tau_b([v**3 + 7 for v in x], y) == pytest.approx(tau)  # ranks only
+
+
+def test_relative_error_and_mape() -> None:
+    assert relative_error(110.0, 100.0) == pytest.approx(0.10)  # sim above reality: +
+    assert relative_error(90.0, 100.0) == pytest.approx(-0.10)
+    assert mape([0.10, -0.30]) == pytest.approx(20.0)
+    assert mape([]) is None
+
+
+def test_breakdown_shares_by_hand() -> None:
+    row = {
+        "compute_time_frac": 0.5,
+        "comm_time_frac": 0.2,
+        "wait_time_frac": 0.1,
+        "checkpoint_time_s": 5.0,
+        "recovery_time_s": 15.0,
+        "training_time_s": 100.0,
+    }
+    assert breakdown_shares(row) == pytest.approx([0.5, 0.2, 0.1, 0.05, 0.15])
+
+
+# ---------------------------------------------------------------- timeline window
+
+
+def test_timeline_keeps_a_window_of_steps_and_workers() -> None:
+    workers, steps = MAX_WORKERS + 8, 5000
+    w, s = np.meshgrid(np.arange(workers), np.arange(steps), indexing="ij")
+    start = s.ravel() * 1.0
+    frame = pd.DataFrame(
+        {
+            "point": "p",
+            "worker": w.ravel().astype(float),
+            "step": s.ravel().astype(float),
+            "warmup": s.ravel() < 3,
+            "lost": False,
+            "start_s": start,
+            "compute_end_s": start + 0.6,
+            "comm_end_s": start + 0.9,
+            "end_s": start + 1.0,
+            "staleness": 0.0,
+        }
+    )
+    bounds = window(frame)
+    assert bounds == pytest.approx((3.0, 3.0 + MAX_STEPS))  # first measured step on
+    line = from_steps(frame, bounds)
+    assert line.workers == workers
+    assert set(line.worker) == set(range(MAX_WORKERS))
+    # compute, communication and wait of MAX_STEPS steps per shown worker
+    assert len(line) == 3 * MAX_STEPS * MAX_WORKERS
+    assert line.begin.min() >= bounds[0] and line.finish.max() <= bounds[1]
+
+
+# ---------------------------------------------------------------- the report
+
+
+def _run_report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def paired(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of the mlp-localhost fixture, sim and real (built once)."""
+    out = tmp_path_factory.mktemp("paired") / "mlp.html"
+    assert cli.main([str(SIM), str(REAL), "--out", str(out)]) == 0
+    return out
+
+
+def _images(page: str) -> list[bytes]:
+    sources = re.findall(r'<img src="([^"]*)"', page)
+    prefix = "data:image/png;base64,"
+    assert all(s.startswith(prefix) for s in sources)
+    return [base64.b64decode(s[len(prefix) :]) for s in sources]
+
+
+def test_report_has_every_section_and_one_image_per_plot(paired: Path) -> None:
+    page = paired.read_text(encoding="utf-8")
+    for key, _ in SECTIONS:
+        assert f'<section id="{key}">' in page
+    for plot in ("scaling", "breakdown", "step-times"):
+        assert page.count(f'<figure id="plot-{plot}">') == 1
+    assert "plot-staleness" not in page  # both runs are synchronous
+    assert page.count('<figure id="plot-timeline-') == 4  # 2 points x 2 backends
+    images = _images(page)
+    assert len(images) == 3 + 4
+    assert all(i.startswith(PNG_MAGIC) for i in images)
+    # self-contained: nothing to fetch
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "<script" not in page
+
+
+def test_report_error_table_and_summary_by_hand(paired: Path) -> None:
+    page = paired.read_text(encoding="utf-8")
+    table = re.search(r'<table id="error-table">(.*?)</table>', page, re.S)
+    assert table is not None
+    assert table.group(1).count("<tr>") == 1 + 2  # header and the two paired points
+    # step times (s) and throughputs from the fixtures' results.csv, sim then real
+    step = [
+        (0.008994815999999997, 0.020471421877543132),
+        (0.010536696000000005, 0.04098818302154541),
+    ]
+    tput = [(3557.6047358834253, 1563.1547330429237), (6074.010296965953, 1561.4256422725166)]
+    mape_step = 100 * (abs(step[0][0] / step[0][1] - 1) + abs(step[1][0] / step[1][1] - 1)) / 2
+    mape_tput = 100 * (abs(tput[0][0] / tput[0][1] - 1) + abs(tput[1][0] / tput[1][1] - 1)) / 2
+    assert mape_step == pytest.approx(65.18, abs=0.01)
+    assert mape_tput == pytest.approx(208.30, abs=0.01)
+    summary = paired.with_suffix(".md").read_text(encoding="utf-8")
+    for text in (page, summary):
+        assert f"step time {mape_step:.1f}%, throughput {mape_tput:.1f}%" in text
+        # sim: more workers, more throughput; real: slightly less -> reversed ranking
+        assert "sim vs real: -1.000" in text
+        assert "-56.1%" in text and "+289.0%" in text  # per-point relative errors
+    assert "## Provenance" in summary and str(REAL) in summary
+    assert "f0dbb5c8e097f44deaec6e5a29d2e2f81b2a0eb8" in page  # git commit from meta.json
+
+
+def test_report_async_staleness_and_traces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "async.html"
+    code, stdout, _ = _run_report(capsys, ASYNC, "--out", out)
+    assert code == 0 and str(out) in stdout
+    page = out.read_text(encoding="utf-8")
+    assert page.count('<figure id="plot-staleness">') == 1
+    assert page.count("<figcaption>from trace-sync=") == 2  # both timelines from traces
+    assert "No point has both a simulated and a real result" in page
+    assert len(_images(page)) == 3 + 1 + 2
+
+
+def test_default_out_is_beside_the_first_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "runs" / "async-ps-tiny" / "sim"
+    shutil.copytree(ASYNC, run)
+    code, _, _ = _run_report(capsys, run, "--no-timelines")
+    assert code == 0
+    assert (run.parent / "report.html").is_file() and (run.parent / "report.md").is_file()
+    assert sorted(p.name for p in run.parent.iterdir()) == ["report.html", "report.md", "sim"]
+
+
+def test_calibration_is_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sim = tmp_path / "sim"
+    shutil.copytree(SIM, sim)
+    meta = json.loads((sim / "meta.json").read_text())
+    meta["calibration"] = {"profile": "profiles/box.yaml", "used": ["compute.mlp", "transfer"]}
+    (sim / "meta.json").write_text(json.dumps(meta))
+    out = tmp_path / "r.html"
+    assert _run_report(capsys, sim, REAL, "--out", out, "--no-timelines")[0] == 0
+    page = out.read_text(encoding="utf-8")
+    assert 'id="calibration-0"' in page and 'id="calibration-1"' not in page
+    assert "profiles/box.yaml" in page and "compute.mlp" in page
+    assert "profiles/box.yaml" in out.with_suffix(".md").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def _copy(tmp_path: Path, name: str, source: Path) -> Path:
+    target = tmp_path / name
+    shutil.copytree(source, target)
+    return target
+
+
+def _edit_csv(path: Path, column: str, row: int, value: object) -> None:
+    frame = pd.read_csv(path, keep_default_na=False)
+    frame[column] = frame[column].astype(object)
+    frame.loc[row, column] = value
+    frame.to_csv(path, index=False)
+
+
+def _drop_column(path: Path, column: str) -> None:
+    pd.read_csv(path, keep_default_na=False).drop(columns=[column]).to_csv(path, index=False)
+
+
+BAD_INPUTS = {
+    # name: (how to break the copies of sim and real, words the one line must hold)
+    "results column missing": (
+        lambda sim, real: _drop_column(real / "results.csv", "throughput_samples_per_s"),
+        ["real/results.csv", "'throughput_samples_per_s'", "missing"],
+    ),
+    "steps column missing": (
+        lambda sim, real: _drop_column(sim / "steps.csv", "comm_end_s"),
+        ["sim/steps.csv", "'comm_end_s'"],
+    ),
+    "not a number": (
+        lambda sim, real: _edit_csv(sim / "results.csv", "workers", 1, "two"),
+        ["sim/results.csv", "'workers'", "row 2", "'two'", "not a number"],
+    ),
+    "bad backend": (
+        lambda sim, real: _edit_csv(real / "results.csv", "backend", 0, "measured"),
+        ["real/results.csv", "'backend'", "'measured'"],
+    ),
+    "different scenarios": (
+        lambda sim, real: _edit_csv(real / "results.csv", "scenario", [0, 1], "other"),
+        ["real/results.csv", "'scenario'", "'other'", "'mlp-localhost'", "one scenario"],
+    ),
+    "mismatched configuration": (
+        lambda sim, real: _edit_csv(real / "results.csv", "workers", 1, 4),
+        ["real/results.csv", "'workers'", "devices_per_host=2", "4", "sim/results.csv"],
+    ),
+    "bad meta.json": (
+        lambda sim, real: (real / "meta.json").write_text("{not json"),
+        ["real/meta.json", "not JSON"],
+    ),
+    "missing steps.csv": (
+        lambda sim, real: (sim / "steps.csv").unlink(),
+        ["sim/steps.csv", "missing"],
+    ),
+    "empty results.csv": (
+        lambda sim, real: (sim / "results.csv").write_text(""),
+        ["sim/results.csv", "empty"],
+    ),
+    "broken trace": (
+        lambda sim, real: (sim / "trace-devices_per_host=1.json").write_text("[1, 2"),
+        ["sim/trace-devices_per_host=1.json", "not JSON"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_line_exit_2_nothing_written(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim, real = _copy(tmp_path, "sim", SIM), _copy(tmp_path, "real", REAL)
+    breaker, words = BAD_INPUTS[case]
+    breaker(sim, real)
+    out = tmp_path / "out"
+    out.mkdir()
+    code, stdout, stderr = _run_report(capsys, sim, real, "--out", out / "r.html")
+    assert code == 2
+    assert stdout == ""
+    assert stderr.count("\n") == 1 and stderr.startswith("report: error: ")
+    for word in words:
+        assert word in stderr, stderr
+    assert list(out.iterdir()) == []  # nothing written, not even a temporary file
+
+
+def test_same_point_twice_and_bad_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run_report(capsys, SIM, SIM, "--out", tmp_path / "r.html")
+    assert code == 2 and "also in" in err and err.count("\n") == 1
+    code, _, err = _run_report(capsys, SIM, "--out", tmp_path / "r.md")
+    assert code == 2 and "--out" in err and ".html" in err
+    code, _, err = _run_report(capsys, tmp_path / "nowhere", "--out", tmp_path / "r.html")
+    assert code == 2 and "nowhere" in err and "not a directory" in err
+    with pytest.raises(SystemExit) as exc:
+        cli.main([])
+    assert exc.value.code == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- boundary
+
+
+def test_reports_never_imports_sim_or_real() -> None:
+    """reports reads result files only (SCENARIO.md); it may use scenarios' vocabulary."""
+    offenders = []
+    for path in sorted((ROOT / "reports").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            offenders += [
+                f"{path.name}:{node.lineno} {n}"
+                for n in names
+                if n.split(".")[0] in {"sim", "real"}
+            ]
+    assert offenders == []
+
+
+# ---------------------------------------------------------------- headless browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+REQUIRED = os.environ.get("TRAINSCALE_BROWSER_CHECK") == "required"
+
+#: appended to a test-only copy of the page: records what the browser made of the images
+PROBE = """<script>
+window.addEventListener("load", function () {
+  var images = Array.from(document.images);
+  var loaded = images.filter(function (i) { return i.complete && i.naturalWidth > 0; });
+  var mark = document.createElement("div");
+  mark.id = "browser-check";
+  mark.setAttribute("data-images", String(images.length));
+  mark.setAttribute("data-loaded", String(loaded.length));
+  mark.setAttribute("data-error-table", String(document.getElementById("error-table") !== null));
+  document.body.appendChild(mark);
+});
+</script>"""
+
+
+def _browse(page: Path, profile: Path) -> dict[str, str]:
+    """Open page in headless Chromium; the attributes of the probe's mark in the DOM."""
+    assert CHROMIUM is not None
+    result = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    mark = re.search(r'<div id="browser-check"([^>]*)>', result.stdout)
+    assert mark is not None, (
+        f"no probe in the DOM (exit {result.returncode}): {result.stderr[-500:]}"
+    )
+    return dict(re.findall(r'data-([a-z-]+)="([^"]*)"', mark.group(1)))
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and not REQUIRED,
+    reason="Chromium not installed (Debian: apt-get install chromium; .ci/run installs it)",
+)
+def test_report_renders_in_headless_chromium(paired: Path, tmp_path: Path) -> None:
+    if CHROMIUM is None:
+        pytest.fail("TRAINSCALE_BROWSER_CHECK=required but no chromium on PATH")
+    page = paired.read_text(encoding="utf-8")
+    good = tmp_path / "check.html"
+    good.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    seen = _browse(good, tmp_path / "profile")
+    assert seen["images"] == "7"
+    assert seen["loaded"] == seen["images"]
+    assert seen["error-table"] == "true"
+    # the probe does notice a broken image
+    broken = tmp_path / "broken.html"
+    broken.write_text(
+        page.replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1).replace(
+            "</body>", PROBE + "</body>"
+        ),
+        encoding="utf-8",
+    )
+    seen = _browse(broken, tmp_path / "profile")
+    assert seen["images"] == "7" and seen["loaded"] == "6"
