@@ -52,6 +52,15 @@ class Run:
     steps: pd.DataFrame
     meta: dict[str, Any]
     traces: dict[str, Path] = field(default_factory=dict)  # point id -> trace file
+    _by_point: dict[str, pd.DataFrame] | None = field(default=None, repr=False)
+
+    def steps_of(self, point: str) -> pd.DataFrame:
+        """The steps.csv rows of one point (split once, on first use)."""
+        if self._by_point is None:
+            self._by_point = {
+                str(k): rows for k, rows in self.steps.groupby("point", observed=True)
+            }
+        return self._by_point.get(point, self.steps.iloc[:0])
 
     @property
     def scenario(self) -> str:
@@ -110,6 +119,10 @@ def _require_columns(path: Path, columns: pd.Index, wanted: tuple[str, ...]) -> 
 
 def _numbers(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
     """The column as floats; a cell that is not a number is refused with its row."""
+    if pd.api.types.is_numeric_dtype(frame[column]) and not pd.api.types.is_bool_dtype(
+        frame[column]
+    ):
+        return frame[column].astype(float)
     values = pd.to_numeric(frame[column], errors="coerce")
     cells = frame[column]
     bad = values.isna() & cells.notna() & (cells.astype(str).str.strip().str.lower() != "nan")
@@ -123,7 +136,7 @@ def _numbers(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
 
 def _flags(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
     series = frame[column]
-    if series.dtype == bool:
+    if pd.api.types.is_bool_dtype(series):
         return series
     text = series.astype(str).str.strip().str.lower()
     bad = ~text.isin(_TRUE | _FALSE)
@@ -184,7 +197,7 @@ def read_steps(path: Path) -> pd.DataFrame:
     frame = _read_csv(
         path,
         usecols=["point", *STEP_NUMBERS, *STEP_FLAGS],
-        dtype={"point": str},
+        dtype={"point": "category"},  # few distinct ids in up to millions of rows
         keep_default_na=False,
         na_values=[""],
     )
@@ -192,7 +205,6 @@ def read_steps(path: Path) -> pd.DataFrame:
         frame[column] = _numbers(path, frame, column)
     for column in STEP_FLAGS:
         frame[column] = _flags(path, frame, column)
-    frame["point"] = frame["point"].fillna("").astype(str)
     return frame
 
 

@@ -46,23 +46,18 @@ class Report:
         return self.frame[~self.frame["sync"].astype(bool)]
 
 
-def _point_steps(run: Run, point: str) -> pd.DataFrame:
-    steps = run.steps
-    return steps[steps["point"] == point]
-
-
 def _measured(steps: pd.DataFrame) -> pd.DataFrame:
     return steps[~steps["warmup"] & ~steps["lost"]]
 
 
 def step_durations(run: Run, point: str) -> np.ndarray:
     """Every measured worker-step's duration (end - start), seconds."""
-    rows = _measured(_point_steps(run, point))
+    rows = _measured(run.steps_of(point))
     return (rows["end_s"] - rows["start_s"]).to_numpy()
 
 
 def staleness_values(run: Run, point: str) -> np.ndarray:
-    return _measured(_point_steps(run, point))["staleness"].to_numpy()
+    return _measured(run.steps_of(point))["staleness"].to_numpy()
 
 
 def load_runs(directories: Sequence[str | Path]) -> list[Run]:
@@ -117,7 +112,7 @@ def build(directories: Sequence[str | Path], timelines: bool = True) -> Report:
 
 def timeline_of(run: Run, point: str) -> tuple[Timeline, str]:
     """The point's timeline window and the file it came from (its trace, else steps.csv)."""
-    steps = _point_steps(run, point)
+    steps = run.steps_of(point)
     bounds = window(steps)
     trace = run.traces.get(point)
     if trace is not None:
