@@ -129,7 +129,11 @@ class Launcher:
             for index, job in enumerate(self.jobs):
                 path = workdir / f"job-{index}.json"
                 path.write_text(json.dumps(job))
-                log = workdir / f"worker-{index}.stderr"
+                keep = os.environ.get("TRAINSCALE_LOG_DIR")  # keep every child's stderr there
+                log = (
+                    Path(keep) if keep else workdir
+                ) / f"{job.get('role', 'worker')}-{job['index']}.stderr"
+                log.parent.mkdir(parents=True, exist_ok=True)
                 self._logs.append(log)
                 process = subprocess.Popen(
                     [sys.executable, "-m", "real.worker", str(path)],
@@ -156,7 +160,8 @@ class Launcher:
         finally:
             self.stop()
             for log in self._logs:
-                log.unlink(missing_ok=True)
+                if log.parent == workdir:
+                    log.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 for path in workdir.iterdir():
                     path.unlink()

@@ -1,4 +1,4 @@
-"""Asynchronous parameter servers with TensorFlow's ParameterServerStrategy.
+"""Parameter servers with TensorFlow's ParameterServerStrategy, asynchronous and synchronous.
 
 Worker and parameter-server processes only serve (`tf.distribute.Server(...).join()`);
 the chief process is the coordinator: it builds the model under the strategy (variables
@@ -63,15 +63,9 @@ def coordinate(job: dict[str, Any]) -> None:
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     batch = job["batch_per_worker"]
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
-    seed = job["seed"]
-
-    def dataset_fn() -> Any:
-        # synthetic data made once per worker, repeated (tf_cnn_benchmarks' way)
-        x = tf.random.uniform((batch, *shape), seed=seed)
-        y = tf.random.uniform((batch,), maxval=classes, dtype=tf.int32, seed=seed)
-        return tf.data.Dataset.from_tensors((x, y)).repeat()
-
+    dataset_fn = _synthetic(tf, job, batch, shape, classes, job["seed"])
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+    delay = _straggler_delay(tf, job)
 
     def replica_step(x: Any, y: Any) -> Any:
         started = tf.timestamp()
@@ -82,12 +76,14 @@ def coordinate(job: dict[str, Any]) -> None:
         grads = tape.gradient(loss, model.trainable_variables)
         with tf.control_dependencies([g for g in grads if g is not None]):
             computed = tf.timestamp()
+        worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+        with tf.control_dependencies([delay(worker, computed - started)]):
+            computed = tf.timestamp()  # a straggler's compute is stretched by its sleep
         with tf.control_dependencies([computed]):
             optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         with tf.control_dependencies([optimizer.iterations]):
             after = tf.identity(optimizer.iterations)
             ended = tf.timestamp()
-        worker = tf.distribute.coordinator.experimental_get_current_worker_index()
         return loss, started, computed, ended, before, after, worker
 
     @tf.function
@@ -136,6 +132,228 @@ def coordinate(job: dict[str, Any]) -> None:
                 "end": ended,
                 "loss": loss,
                 "staleness": max(staleness, 0),
+            }
+        )
+    protocol.emit({"event": "done", "worker": -1, "time": time.time()})
+
+
+def _synthetic(
+    tf: Any, job: dict[str, Any], batch: int, shape: Any, classes: int, seed: int
+) -> Any:
+    """The per-worker dataset function: synthetic data made once, repeated (tf_cnn_benchmarks'
+    way), or the digits data set (`training.data: digits`)."""
+    if job.get("data") == "digits":
+        from .data import digits
+
+        x_all, y_all = digits(shape)
+
+        def digits_fn() -> Any:
+            return (
+                tf.data.Dataset.from_tensor_slices((x_all, y_all))
+                .shuffle(len(y_all), seed=seed)
+                .repeat()
+                .batch(batch, drop_remainder=True)
+            )
+
+        return digits_fn
+
+    def dataset_fn() -> Any:
+        x = tf.random.uniform((batch, *shape), seed=seed)
+        y = tf.random.uniform((batch,), maxval=classes, dtype=tf.int32, seed=seed)
+        return tf.data.Dataset.from_tensors((x, y)).repeat()
+
+    return dataset_fn
+
+
+def _straggler_delay(tf: Any, job: dict[str, Any]) -> Any:
+    """`delay(worker, compute_s)`: a tensor that exists once the worker has waited its
+    straggler delay for this closure. Workers run no Python of ours, so the sleep is a
+    `tf.py_function` (it runs in the coordinator; the worker's closure waits for it):
+    (jitter x slow - 1) x the compute time just measured, plus any transient hiccup, from
+    the simulator's own seeded streams, drawn in the order of each worker's closures."""
+    slowdowns = job.get("slowdowns")
+    if not slowdowns or not any(any(s) for s in slowdowns):
+        return lambda worker, compute_s: tf.constant(0.0, tf.float64)
+    done = [0] * len(slowdowns)
+    hiccups = job["hiccups"]
+
+    def sleep(worker: Any, compute_s: Any) -> Any:
+        w = int(worker)
+        k = done[w]
+        done[w] += 1
+        extra = 0.0
+        if k < len(slowdowns[w]):
+            extra = slowdowns[w][k] * float(compute_s) + hiccups[w][k]
+        if extra > 0:
+            time.sleep(extra)
+        return extra
+
+    def delay(worker: Any, compute_s: Any) -> Any:
+        slept = tf.py_function(sleep, [worker, compute_s], tf.float64)
+        slept.set_shape([])
+        return slept
+
+    return delay
+
+
+#: ticket space per round: a closure of round r takes a ticket in [r * ROUND, (r + 1) * ROUND)
+ROUND = 1 << 32
+
+
+def coordinate_sync(job: dict[str, Any]) -> None:
+    """The chief of a synchronous parameter-server job, on TensorFlow's PS machinery.
+
+    Beside each weight, on its parameter server, lives a gradient accumulator
+    (`colocate_vars_with`). Each round (a global step) schedules one closure per worker;
+    a closure computes its gradients, takes a ticket from a counter on a parameter server
+    (an atomic `assign_add`) and, if it is among the first `workers - backup_workers` of
+    the round, adds its gradients to the accumulators; later ones are dropped (backup
+    workers, as SyncReplicasOptimizer's `replicas_to_aggregate`). Once the round has its
+    gradients the coordinator applies their mean with the same Keras optimizer (the update
+    runs on the parameter servers, colocated with each weight), zeroes the accumulators and
+    opens the next round. Closures of a closed round still running are dropped; the
+    coordinator checks that every round got its gradients and schedules more if not.
+    """
+    launched = time.time()
+    import tensorflow as tf
+
+    from .models import build_for_training
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    batch = job["batch_per_worker"]
+    workers = job["workers"]
+    needed = workers - job.get("backup_workers", 0)
+    model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
+    weights = model.trainable_variables
+    with strategy.scope():
+        accumulators = []
+        for w in weights:
+            with strategy.extended.colocate_vars_with(w.value):
+                accumulators.append(
+                    tf.Variable(tf.zeros(w.shape, w.dtype), trainable=False, name="grad_acc")
+                )
+        ticket = tf.Variable(0, dtype=tf.int64, trainable=False, name="ticket")
+        gathered = tf.Variable(0, dtype=tf.int64, trainable=False, name="gathered")
+    seed = job["seed"]
+    dataset_fn = _synthetic(tf, job, batch, shape, classes, seed)
+    iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+    delay = _straggler_delay(tf, job)
+
+    def replica_step(x: Any, y: Any, round_: Any) -> Any:
+        started = tf.timestamp()
+        worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+        with tf.control_dependencies([started]):
+            x = tf.identity(x)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(loss_fn(y, model(x, training=True)))
+        grads = tape.gradient(loss, weights)
+        with tf.control_dependencies([g for g in grads if g is not None]):
+            computed = tf.timestamp()
+        with tf.control_dependencies([delay(worker, computed - started)]):
+            computed = tf.timestamp()  # a straggler's compute is stretched by its sleep
+        with tf.control_dependencies([computed]):
+            # a closure of a closed round takes no ticket (it would crowd out the next round's)
+            mine = tf.cond(
+                tf.equal(ticket.read_value() // ROUND, round_),
+                lambda: ticket.assign_add(1) - 1,
+                lambda: tf.constant(-1, tf.int64),
+            )
+        accepted = tf.logical_and(tf.equal(mine // ROUND, round_), mine % ROUND < needed)
+
+        def push() -> Any:
+            adds = [a.assign_add(g) for a, g in zip(accumulators, grads, strict=True)]
+            with tf.control_dependencies(adds):
+                return gathered.assign_add(1)
+
+        with tf.control_dependencies([tf.cond(accepted, push, lambda: gathered.read_value())]):
+            ended = tf.timestamp()
+        return loss, started, computed, ended, accepted, worker
+
+    @tf.function
+    def step(iterator: Any, round_: Any) -> Any:
+        x, y = next(iterator)
+        return strategy.run(replica_step, args=(x, y, round_))
+
+    @tf.function
+    def apply(count: Any) -> Any:
+        scale = 1.0 / tf.cast(count, accumulators[0].dtype)
+        optimizer.apply_gradients(
+            [(a * scale, w) for a, w in zip(accumulators, weights, strict=True)]
+        )
+        for a in accumulators:
+            a.assign(tf.zeros_like(a))
+        gathered.assign(0)
+        ticket.assign((optimizer.iterations) * ROUND)
+        return optimizer.iterations
+
+    @tf.function
+    def reopen(first: Any) -> Any:
+        return ticket.assign(first)
+
+    protocol.emit(
+        {
+            "event": "ready",
+            "worker": -1,
+            "time": time.time(),
+            "launched": launched,
+            "params": int(model.count_params()),
+        }
+    )
+    total = job["warmup_steps"] + job["steps"]
+    closures: list[tuple[int, Any]] = []
+
+    def schedule(round_: int, count: int) -> None:
+        r = tf.constant(round_, tf.int64)
+        closures.extend(
+            (round_, coordinator.schedule(step, args=(iterator, r))) for _ in range(count)
+        )
+
+    for round_ in range(total):
+        opened = time.time()
+        schedule(round_, workers)
+        if needed == workers:  # every closure of the round contributes
+            for _, value in closures[-workers:]:
+                value.fetch()
+        else:
+            while (have := int(gathered.read_value())) < needed:
+                if coordinator.done():  # all ran, too few accepted (a ticket race): more
+                    reopen(tf.constant(round_ * ROUND + have, tf.int64))
+                    schedule(round_, needed - have)
+                time.sleep(0.0005)
+        applied = int(apply(tf.constant(needed, tf.int64)))
+        protocol.emit(
+            {
+                "event": "round",
+                "worker": -1,
+                "step": round_,
+                "start": opened,
+                "end": time.time(),
+                "applied": applied,
+            }
+        )
+    coordinator.join()
+    seen: dict[tuple[int, int], int] = {}
+    for round_, value in closures:
+        loss, started, computed, ended, accepted, worker = (
+            v.numpy() if hasattr(v, "numpy") else v for v in value.fetch()
+        )
+        key = (int(worker), round_)  # with backup workers a worker may run two in a round
+        seen[key] = seen.get(key, -1) + 1
+        protocol.emit(
+            {
+                "event": "step",
+                "worker": int(worker),
+                "closure": seen[key],
+                "step": round_,
+                "start": float(started),
+                "compute_end": float(computed),
+                "end": float(ended),
+                "loss": float(loss),
+                "dropped": not bool(accepted),
             }
         )
     protocol.emit({"event": "done", "worker": -1, "time": time.time()})

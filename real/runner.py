@@ -33,8 +33,8 @@ def check_supported(spec: ScenarioSpec) -> None:
     st = spec.strategy
     problems = []
     if st.kind == "parameter_server":
-        if st.sync:
-            problems.append("strategy.sync: true with parameter servers")
+        if st.sync and st.partition == "sliced" and st.servers > 1:
+            problems.append("strategy.partition: sliced with synchronous parameter servers")
         elif st.partition == "greedy":
             problems.append("strategy.partition: greedy (TF 2 has no greedy placement)")
         elif st.placement != "dedicated":
@@ -52,10 +52,6 @@ def check_supported(spec: ScenarioSpec) -> None:
             f"strategy.algorithm: {st.algorithm} (TensorFlow's MultiWorkerMirroredStrategy "
             "offers ring on CPU and NCCL's own choice on GPU)"
         )
-    if st.kind == "parameter_server" and (
-        spec.stragglers.jitter or spec.stragglers.slow or spec.stragglers.transient
-    ):
-        problems.append("stragglers with parameter servers (workers run no Python there)")
     for failure in spec.failures:
         if isinstance(failure, RandomFailure) or failure.at_step is None:
             problems.append("failures: random or at_time (run-real injects at_step so far)")
@@ -63,8 +59,6 @@ def check_supported(spec: ScenarioSpec) -> None:
             problems.append("failures under parameter servers")
     if st.kind == "parameter_server" and spec.checkpoint.every_steps is not None:
         problems.append("checkpoint.every_steps with parameter servers")
-    if spec.training.data != "synthetic":
-        problems.append(f"training.data: {spec.training.data}")
     if spec.real.engine != "local":
         problems.append(f"real.engine: {spec.real.engine}")
     if spec.cluster.hosts > 1:
@@ -75,13 +69,26 @@ def check_supported(spec: ScenarioSpec) -> None:
         raise ScenarioError(
             f"model: {spec.model.name} has no keras builder, so run-real cannot build it"
         )
+    if spec.training.data == "digits":
+        from scenarios.keras_layers import resolve_spec
+
+        from .data import DIGITS_CLASSES, DIGITS_FEATURES
+
+        keras = resolve_spec(spec.model.keras.model_dump())
+        shape = keras.get("input_shape") or [keras.get("inputs", 0)]
+        if int(np.prod(shape)) != DIGITS_FEATURES or keras.get("classes") != DIGITS_CLASSES:
+            raise ScenarioError(
+                f"training.data: digits needs a model with {DIGITS_FEATURES} inputs and "
+                f"{DIGITS_CLASSES} classes (mlp or small_cnn with input_shape [8, 8, 1]); "
+                f"model {spec.model.name} takes {shape} and {keras.get('classes')} classes"
+            )
 
 
 def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[dict[str, Any]]:
     n = spec.workers if workers is None else workers
     lr = spec.training.learning_rate
     scale = {"linear": n, "sqrt": n**0.5, "none": 1}[lr.scaling]  # Goyal et al.
-    if spec.strategy.kind == "parameter_server":
+    if spec.strategy.kind == "parameter_server" and not spec.strategy.sync:
         scale = 1  # asynchronous: every update is one worker's batch
     common = {
         "workers": n,
@@ -93,10 +100,25 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[dict[str, A
         "learning_rate": lr.base * scale,
         "warmup_steps": spec.training.warmup_steps,
         "steps": spec.training.steps,
+        "data": spec.training.data,
     }
     st = spec.strategy
     if st.kind == "parameter_server":  # even alone, a worker talks to its servers
-        chief = dict(common, role="chief", index=0, servers=st.servers, partition=st.partition)
+        from .worker import _slowdowns
+
+        total = spec.training.warmup_steps + spec.training.steps
+        injected = [dict(common, index=i, **stragglers_of(spec, i)) for i in range(n)]
+        chief = dict(
+            common,
+            role="chief",
+            index=0,
+            servers=st.servers,
+            partition=st.partition,
+            sync=st.sync,
+            backup_workers=st.backup_workers if st.sync else 0,
+            slowdowns=[_slowdowns(job, total) for job in injected],
+            hiccups=[job["hiccups"] for job in injected],
+        )
         workers_ = [dict(common, role="worker", index=i, serve=True) for i in range(n)]
         servers = [dict(common, role="ps", index=j, serve=True) for j in range(st.servers)]
         return [chief, *workers_, *servers]
@@ -132,15 +154,16 @@ class RealPoint:
 def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any], pd.DataFrame]:
     warmup, steps, n = spec.training.warmup_steps, spec.training.steps, spec.workers
     attempts = launch.of("step")
-    final: dict[tuple[int, int], dict[str, Any]] = {}
+    final: dict[tuple[int, int, int], dict[str, Any]] = {}
     for r in attempts:  # a step redone after a restart: the later attempt counts
-        key = (r["worker"], r["step"])
+        key = (r["worker"], r["step"], r.get("closure", 0))
         if key not in final or r.get("generation", 0) >= final[key].get("generation", 0):
             final[key] = r
     records = list(final.values())
     ready = launch.of("ready")
     t0 = min(r["start"] for r in records)
-    asynchronous = spec.strategy.kind == "parameter_server"
+    asynchronous = spec.strategy.kind == "parameter_server" and not spec.strategy.sync
+    rounds = {r["step"]: r for r in launch.of("round")}  # sync PS: a step ends at its update
     if asynchronous:  # a step is one update (one worker's batch), in order of completion
         ends = np.sort(np.array([r["end"] for r in records]))
         samples = spec.training.batch_per_worker * steps
@@ -148,6 +171,8 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
         ends = np.full(warmup + steps, -np.inf)
         for r in records:
             ends[r["step"]] = max(ends[r["step"]], r["end"])
+        for step, r in rounds.items():
+            ends[step] = r["end"]
         samples = n * spec.training.batch_per_worker * steps
     begin = ends[warmup - 1] if warmup else t0
     measured = ends[warmup:]
@@ -174,7 +199,7 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
         "bytes_on_network": 0.0,  # loopback: nothing crosses a NIC
         "max_staleness": int(max(staleness)),
         "mean_staleness": float(np.mean(staleness)),
-        "dropped_gradients": 0,
+        "dropped_gradients": sum(1 for r in window if r.get("dropped")),
         "failures": launch.failures,
         "lost_steps": launch.lost_steps,
         "recovery_time_s": launch.recovery_time_s,

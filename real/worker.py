@@ -51,6 +51,38 @@ def _slowdowns(job: dict[str, Any], total: int) -> list[float]:
     return [max(0.0, float(f) - 1.0) for f in np.asarray(factors)]
 
 
+def _batches(tf: Any, job: dict[str, Any], batch: int, shape: Any, classes: int) -> Any:
+    """An endless iterator of this worker's batches: synthetic tensors made once (the same
+    batch every step, tf_cnn_benchmarks' way), or this worker's shard of the digits data,
+    shuffled from the run's seed."""
+    seed = job["seed"] + job["index"]
+    if job.get("data") == "digits":
+        import numpy as np
+
+        from .data import digits
+
+        x_all, y_all = digits(shape)
+        x_all, y_all = x_all[job["index"] :: job["workers"]], y_all[job["index"] :: job["workers"]]
+        rng = np.random.default_rng(seed)
+
+        def shuffled() -> Any:
+            while True:
+                order = rng.permutation(len(y_all))
+                for start in range(0, len(order) - batch + 1, batch):
+                    take = order[start : start + batch]
+                    yield tf.constant(x_all[take]), tf.constant(y_all[take])
+
+        return shuffled()
+    x = tf.random.uniform((batch, *shape), seed=seed)
+    y = tf.random.uniform((batch,), maxval=classes, dtype=tf.int32, seed=seed)
+
+    def same() -> Any:
+        while True:
+            yield x, y
+
+    return same()
+
+
 def _checkpointing(
     tf: Any, job: dict[str, Any], strategy: Any, model: Any, optimizer: Any
 ) -> tuple[int, Any]:
@@ -104,8 +136,7 @@ def run(job: dict[str, Any]) -> None:
     global_batch = batch * workers
     tf.random.set_seed(job["seed"] * 1000 + index)
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
-    x = tf.random.uniform((batch, *shape), seed=job["seed"] + index)
-    y = tf.random.uniform((batch,), maxval=classes, dtype=tf.int32, seed=job["seed"] + index)
+    batches = _batches(tf, job, batch, shape, classes)
 
     def replica_step(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
@@ -149,6 +180,7 @@ def run(job: dict[str, Any]) -> None:
         if hiccup > 0:
             time.sleep(hiccup)
         began = time.time()
+        x, y = next(batches)
         loss, computed = train_step(x, y)
         end = time.time()
         replica_loss = strategy.experimental_local_results(loss)[0]
@@ -180,9 +212,9 @@ def main(argv: list[str] | None = None) -> int:
 
             serve(job)
         elif job.get("role") == "chief":
-            from .ps import coordinate
+            from .ps import coordinate, coordinate_sync
 
-            coordinate(job)
+            (coordinate_sync if job.get("sync") else coordinate)(job)
         else:
             run(job)
     except Exception as exc:  # report it to the launcher, then fail loudly

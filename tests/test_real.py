@@ -113,6 +113,41 @@ def test_async_parameter_server(scenario: Path, tmp_path: Path) -> None:
     assert workers_alive() == []
 
 
+def test_sync_parameter_server_backup_worker_drops_the_straggler(
+    scenario: Path, tmp_path: Path
+) -> None:
+    """2 workers, 1 backup: each round applies the first gradient; worker 1, 8x slower
+    (a sleep inside its closure), is the one dropped. Real data: the loss falls."""
+    out = tmp_path / "sync-ps"
+    proc = run_real(
+        str(scenario),
+        "--out",
+        str(out),
+        "--set",
+        "strategy={kind: parameter_server, servers: 1, sync: true, backup_workers: 1}",
+        "--set",
+        "stragglers={slow: [{workers: [1], factor: 8}]}",
+        "--set",
+        "training={batch_per_worker: 32, steps: 16, warmup_steps: 2, data: digits, "
+        "learning_rate: {base: 0.1}}",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+    assert row["strategy"] == "parameter_server" and row["sync"] and row["max_staleness"] == 0
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    measured = steps[~steps.warmup]
+    # one gradient applied per round, the rest dropped: dropped = closures - rounds
+    assert row["dropped_gradients"] >= 1
+    compute = (measured.compute_end_s - measured.start_s).groupby(measured.worker).median()
+    assert compute[1] > 4 * compute[0]  # the straggler's compute is stretched ~8x
+    # the fast worker carries the rounds: it ran more closures than the straggler
+    counts = measured.worker.value_counts()
+    assert counts[0] > counts.get(1, 0)
+    losses = steps.groupby("step").loss.mean().tolist()
+    assert sum(losses[-3:]) < sum(losses[:3])
+    assert workers_alive() == []
+
+
 def test_straggler_slows_the_sync_step(scenario: Path, tmp_path: Path) -> None:
     out = tmp_path / "slow"
     proc = run_real(
