@@ -102,6 +102,23 @@ def error_table(report: Report) -> Table:
     return header, rows
 
 
+def origin_note(report: Report) -> list[str]:
+    """A warning when the inputs came from scenario files that differ (content or --set)."""
+    origins = {
+        (
+            str(_mapping(r.meta.get("scenario")).get("sha256", "")),
+            tuple(map(str, _mapping(r.meta.get("scenario")).get("sets") or [])),
+        )
+        for r in report.runs
+    }
+    if len(origins) < 2:
+        return []
+    return [
+        "Note: the inputs were made from scenario files that differ in content or --set "
+        "overrides (see Provenance); their points pair by id all the same."
+    ]
+
+
 def summary_lines(report: Report) -> list[str]:
     a = report.agreement
     n = len(a.pairs)
@@ -120,6 +137,7 @@ def summary_lines(report: Report) -> list[str]:
         f"Points with both backends: {n}. Relative error = (sim - real) / real.",
         f"Mean absolute percentage error: step time {mape_step}, throughput {mape_tp}.",
         f"Kendall tau-b of the throughput ranking, sim vs real: {tau}.",
+        *origin_note(report),
     ]
 
 

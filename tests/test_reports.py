@@ -191,6 +191,7 @@ def test_report_error_table_and_summary_by_hand(paired: Path) -> None:
         assert "-56.1%" in text and "+289.0%" in text  # per-point relative errors
     assert "## Provenance" in summary and str(REAL) in summary
     assert "f0dbb5c8e097f44deaec6e5a29d2e2f81b2a0eb8" in page  # git commit from meta.json
+    assert "Note: the inputs" not in page  # same scenario file, no overrides
 
 
 def test_report_async_staleness_and_traces(
@@ -222,6 +223,7 @@ def test_calibration_is_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     shutil.copytree(SIM, sim)
     meta = json.loads((sim / "meta.json").read_text())
     meta["calibration"] = {"profile": "profiles/box.yaml", "used": ["compute.mlp", "transfer"]}
+    meta["scenario"]["sets"] = ["training.steps=30"]  # made with an override real did not have
     (sim / "meta.json").write_text(json.dumps(meta))
     out = tmp_path / "r.html"
     assert _run_report(capsys, sim, REAL, "--out", out, "--no-timelines")[0] == 0
@@ -229,6 +231,7 @@ def test_calibration_is_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert 'id="calibration-0"' in page and 'id="calibration-1"' not in page
     assert "profiles/box.yaml" in page and "compute.mlp" in page
     assert "profiles/box.yaml" in out.with_suffix(".md").read_text(encoding="utf-8")
+    assert "Note: the inputs were made from scenario files that differ" in page
 
 
 # ---------------------------------------------------------------- refusals
