@@ -233,9 +233,11 @@ def agreement(frame: pd.DataFrame) -> Agreement:
             }
         )
     pairs = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
+    throughputs = pairs[["sim_throughput", "real_throughput"]].to_numpy(dtype=float)
+    ranked = pairs[np.isfinite(throughputs).all(axis=1)]
     return Agreement(
         pairs=pairs,
         mape_step_time=mape(list(pairs["step_time_error"])),
         mape_throughput=mape(list(pairs["throughput_error"])),
-        tau=kendall_tau_b(list(pairs["sim_throughput"]), list(pairs["real_throughput"])),
+        tau=kendall_tau_b(list(ranked["sim_throughput"]), list(ranked["real_throughput"])),
     )

@@ -192,7 +192,9 @@ def staleness(frame: pd.DataFrame, values: Sequence[np.ndarray]) -> bytes:
     axes = np.atleast_1d(figure.subplots(lines, columns, squeeze=False)).ravel()
     for ax, row, v in zip(axes, rows, values, strict=False):
         top = int(v.max()) if len(v) else 0
-        ax.hist(v, bins=np.arange(top + 2) - 0.5, color=PHASE_COLOURS[vocab.PUSH])
+        # one bar per staleness value, up to a hundred bars
+        bins = np.arange(top + 2) - 0.5 if top < 100 else np.linspace(-0.5, top + 0.5, 101)
+        ax.hist(v, bins=bins, color=PHASE_COLOURS[vocab.PUSH])
         ax.set_title(row_name(row), fontsize="small")
         ax.set_xlabel("staleness (updates)")
         ax.set_ylabel("updates")
@@ -207,7 +209,8 @@ def timeline(line: Timeline, title: str) -> bytes:
     shown = min(line.workers, MAX_WORKERS) or 1
     figure = Figure(figsize=(11, 1.4 + 0.38 * shown))
     ax = figure.subplots()
-    phases = list(dict.fromkeys(line.phase))
+    order = list(PHASE_COLOURS)  # the vocabulary's order, so every legend reads alike
+    phases = sorted(set(line.phase), key=lambda p: (order.index(p) if p in order else 99, p))
     phase = np.array(line.phase, dtype=object)
     for name in phases:
         colour = PHASE_COLOURS.get(name, OTHER_COLOUR)

@@ -53,11 +53,13 @@ def _measured(steps: pd.DataFrame) -> pd.DataFrame:
 def step_durations(run: Run, point: str) -> np.ndarray:
     """Every measured worker-step's duration (end - start), seconds."""
     rows = _measured(run.steps_of(point))
-    return (rows["end_s"] - rows["start_s"]).to_numpy()
+    durations = (rows["end_s"] - rows["start_s"]).to_numpy()
+    return durations[np.isfinite(durations)]
 
 
 def staleness_values(run: Run, point: str) -> np.ndarray:
-    return _measured(run.steps_of(point))["staleness"].to_numpy()
+    values = _measured(run.steps_of(point))["staleness"].to_numpy()
+    return values[np.isfinite(values)]
 
 
 def load_runs(directories: Sequence[str | Path]) -> list[Run]:
