@@ -19,7 +19,8 @@ import pandas as pd
 
 from scenarios import UserError, load
 from scenarios.cli import scenario_parser
-from scenarios.results import provenance, results_frame, write_run
+from scenarios.loader import Scenario
+from scenarios.results import provenance, results_frame, write_atomic, write_run
 
 from .launcher import RunError
 
@@ -31,6 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
         "real",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure this machine (single-worker compute, transfers between processes, "
+        "all-reduce) and write a profile for cluster.profile to --out "
+        "(default runs/<name>/profile.yaml) instead of running the points",
+    )
     return parser
 
 
@@ -41,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         scenario = load(args.scenario, args.sets)
+        if args.calibrate:
+            return _calibrate(scenario, args)
         out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "real"
         if out_dir.exists() and not out_dir.is_dir():
             raise UserError(f"--out: {out_dir} exists and is not a directory")
@@ -78,6 +88,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_run(out_dir, results, steps, meta, {})
     if not args.quiet:
         print(f"wrote {out_dir}/ ({len(results)} points)")
+    return 0
+
+
+def _calibrate(scenario: Scenario, args: argparse.Namespace) -> int:
+    from scenarios.profile import dump_profile
+
+    from .calibrate import calibrate
+
+    out = Path(args.out) if args.out else Path("runs") / scenario.name / "profile.yaml"
+    if out.is_dir():
+        raise UserError(f"--out: {out} is a directory; --calibrate writes a profile file")
+    profile = calibrate(scenario, None if not args.quiet else (lambda line: None))
+    write_atomic(out, dump_profile(profile))
+    if not args.quiet:
+        print(f"wrote {out} (use it with cluster.profile: {out})", file=sys.stderr)
     return 0
 
 

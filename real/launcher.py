@@ -103,7 +103,7 @@ class Launcher:
         env = dict(os.environ)
         env.pop("TF_CONFIG", None)
         job = self.jobs[index]
-        if len(self.jobs) > 1:
+        if len(self.jobs) > 1 and not job.get("standalone"):
             env["TF_CONFIG"] = tf_config(self.jobs, ports, index)
         if self.device == "gpu" and job.get("role", "worker") == "worker":
             env["CUDA_VISIBLE_DEVICES"] = str(job["index"])  # one GPU per worker

@@ -207,7 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         job = json.load(f)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        if job.get("serve"):
+        if job.get("probe"):
+            from . import probe
+
+            getattr(probe, job["probe"])(job)
+        elif job.get("serve"):
             from .ps import serve
 
             serve(job)

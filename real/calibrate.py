@@ -1,0 +1,218 @@
+"""`run-real FILE --calibrate [--out PROFILE.yaml]`: measure this machine for the simulator.
+
+What is measured (never the multi-worker runs a simulation will predict):
+
+- compute: the scenario's model and batch trained by one single-worker process (no
+  strategy), with P such processes running at once for every P (workers per host) the
+  scenario's points use: the step time, and what sharing the host's cores costs;
+- transfer: one tensor moved between two TensorFlow processes (a server and a client, gRPC
+  on loopback) at sizes from 1 KiB to 32 MiB, pull and push, fitted by least squares to
+  time = latency + bytes / bandwidth;
+- all-reduce: MultiWorkerMirroredStrategy's ring all-reduce among N processes for every N
+  > 1 the scenario's all-reduce points use, fitted the same way (algbw; busbw = algbw x
+  2(N-1)/N, nccl-tests' definitions).
+
+The profile (`scenarios/profile.py`) records every median point, the fits and their
+quality (r2 and the worst relative residual), so a user sees how far alpha-beta holds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import os
+import platform
+import socket
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from scenarios.loader import Scenario
+from scenarios.profile import CollectiveFit, ComputeEntry, Fit, Machine, Profile, Sample
+from scenarios.spec import ScenarioSpec, StragglerSpec, StrategySpec
+
+from .launcher import Launcher
+from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, require_gpu
+
+#: message sizes probed (bytes): 1 KiB to 32 MiB, roughly x8 apart
+SIZES = (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 21, 1 << 23, 1 << 25)
+REPEATS = 7
+WARMUP = 2
+#: steps timed per compute measurement (after the scenario's warm-up steps)
+COMPUTE_STEPS = 30
+#: seconds any one calibration launch may take
+TIMEOUT_S = 600.0
+
+
+def fit_alpha_beta(points: Iterable[tuple[float, float]]) -> tuple[float, float, float, float]:
+    """Least-squares time = alpha + bytes / beta over (bytes, seconds) points.
+
+    Returns (alpha, beta, r2, worst relative residual). alpha is clipped at 0 (a negative
+    intercept means latency is below what the points resolve)."""
+    data = np.asarray(list(points), dtype=float)
+    x, y = data[:, 0], data[:, 1]
+    slope, intercept = np.polyfit(x, y, 1)
+    slope = max(float(slope), 1e-18)
+    intercept = max(float(intercept), 0.0)
+    predicted = intercept + slope * x
+    total = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((y - predicted) ** 2)) / total if total > 0 else 1.0
+    worst = float(np.max(np.abs(predicted - y) / y))
+    return intercept, 1.0 / slope, r2, worst
+
+
+def _fit(samples: dict[int, list[float]]) -> dict[str, Any]:
+    medians = sorted((b, float(np.median(t))) for b, t in samples.items())
+    alpha, beta, r2, worst = fit_alpha_beta(medians)
+    return {
+        "latency": f"{alpha} s",
+        "bandwidth": f"{beta} B/s",
+        "r2": r2,
+        "max_rel_residual": worst,
+        "points": [
+            Sample.model_validate({"bytes": f"{b} B", "time": f"{t} s"}) for b, t in medians
+        ],
+    }
+
+
+def _single_worker(spec: ScenarioSpec) -> ScenarioSpec:
+    """The point as one plain worker: no strategy, no stragglers, no failures."""
+    return spec.model_copy(
+        update={"strategy": StrategySpec(), "stragglers": StragglerSpec(), "failures": ()}
+    )
+
+
+def measure_compute(spec: ScenarioSpec, processes: int) -> ComputeEntry:
+    base = jobs_for(_single_worker(spec), 1)[0]
+    warmup = spec.training.warmup_steps
+    jobs = [
+        dict(base, index=i, standalone=True, steps=COMPUTE_STEPS, checkpoint_dir=None)
+        for i in range(processes)
+    ]
+    result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
+    durations: list[float] = []
+    for worker in range(processes):
+        ends = sorted(r["end"] for r in result.of("step") if r["worker"] == worker)
+        durations.extend(np.diff(ends[max(warmup, 1) - 1 :]).tolist())
+    t = np.asarray(durations)
+    return ComputeEntry.model_validate(
+        {
+            "model": spec.model.name,
+            "batch_per_worker": spec.training.batch_per_worker,
+            "dtype": spec.model.dtype,
+            "processes": processes,
+            "step_time": f"{float(np.median(t))} s",
+            "p10": f"{float(np.percentile(t, 10))} s",
+            "p90": f"{float(np.percentile(t, 90))} s",
+            "steps": len(t),
+        }
+    )
+
+
+def _probe_samples(result: Any, kinds: tuple[str, ...], worker: int = 0) -> dict[int, list[float]]:
+    samples: dict[int, list[float]] = {}
+    for r in result.of("probe"):
+        if r["kind"] in kinds and r["worker"] == worker:
+            samples.setdefault(int(r["bytes"]), []).append(float(r["time_s"]))
+    return samples
+
+
+def measure_transfer(device: str = "cpu") -> Fit:
+    common = {"sizes": list(SIZES), "repeats": REPEATS, "warmup": WARMUP}
+    jobs = [
+        dict(common, role="chief", index=0, probe="transfer"),
+        dict(common, role="ps", index=0, serve=True, workers=1),
+    ]
+    result = Launcher(jobs, TIMEOUT_S, device).run()
+    return Fit.model_validate(_fit(_probe_samples(result, ("pull", "push"))))
+
+
+def measure_allreduce(workers: int, device: str = "cpu") -> CollectiveFit:
+    jobs = [
+        {
+            "index": i,
+            "probe": "allreduce",
+            "sizes": list(SIZES),
+            "repeats": REPEATS,
+            "warmup": WARMUP,
+            "device": device,
+            "collective_timeout_s": COLLECTIVE_TIMEOUT_S,
+        }
+        for i in range(workers)
+    ]
+    result = Launcher(jobs, TIMEOUT_S, device).run()
+    return CollectiveFit.model_validate(
+        {"workers": workers, **_fit(_probe_samples(result, ("allreduce",)))}
+    )
+
+
+def _machine(device: str) -> Machine:
+    version = ""
+    for package in ("tensorflow", "tensorflow-cpu"):
+        try:
+            version = importlib.metadata.version(package)
+            break
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return Machine(
+        hostname=socket.gethostname(),
+        cpus=len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count() or 1,
+        platform=platform.platform(),
+        tensorflow=version,
+        device=device,  # type: ignore[arg-type]
+    )
+
+
+def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> Profile:
+    """Measure what the scenario's points need on this machine; return the profile."""
+    say = say or (lambda line: print(line, file=sys.stderr))
+    specs = [p.spec for p in scenario.points]
+    for spec in specs:
+        check_supported(spec)
+    device = specs[0].real.device
+    if device == "gpu":
+        require_gpu()
+    compute: list[ComputeEntry] = []
+    seen: set[tuple[str, int, str, int]] = set()
+    for spec in specs:
+        key = (
+            spec.model.name,
+            spec.training.batch_per_worker,
+            spec.model.dtype,
+            spec.cluster.devices_per_host,
+        )
+        if key in seen:
+            continue
+        seen.add(key)
+        entry = measure_compute(spec, spec.cluster.devices_per_host)
+        say(
+            f"compute: {entry.model} batch {entry.batch_per_worker}, {entry.processes} "
+            f"process(es) at once: {entry.step_time * 1e3:.2f} ms per step "
+            f"(p10 {(entry.p10 or 0) * 1e3:.2f}, p90 {(entry.p90 or 0) * 1e3:.2f})"
+        )
+        compute.append(entry)
+    transfer = measure_transfer(device)
+    say(_describe("transfer (one tensor between two processes)", transfer))
+    collectives = []
+    for n in sorted({s.workers for s in specs if s.strategy.kind == "allreduce" and s.workers > 1}):
+        fit = measure_allreduce(n, device)
+        say(_describe(f"all-reduce, {n} processes (algbw; busbw x {2 * (n - 1) / n:.2f})", fit))
+        collectives.append(fit)
+    return Profile(
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        machine=_machine(device),
+        compute=compute,
+        transfer=transfer,
+        allreduce=collectives,
+    )
+
+
+def _describe(what: str, fit: Fit) -> str:
+    return (
+        f"{what}: latency {fit.latency * 1e3:.3g} ms, bandwidth {fit.bandwidth / 1e6:.4g} MB/s;"
+        f" fit r2 {fit.r2:.4f}, worst residual {fit.max_rel_residual:.0%}"
+    )

@@ -1,0 +1,116 @@
+"""Transfer probes run inside TensorFlow processes for `run-real --calibrate`.
+
+- `transfer`: a client process and a server process (`tf.distribute.Server`); the client
+  places a variable of S bytes on the server and times reading it back (server to client)
+  and writing it (client to server): one tensor moved between two processes over gRPC, as
+  a parameter server's pull and push move them.
+- `allreduce`: N processes under MultiWorkerMirroredStrategy (RING on CPU) time a sum
+  all-reduce of S bytes, as nccl-tests' all_reduce_perf does.
+
+Each size is repeated and every repetition reported (`probe` events); the fit is done by
+the launcher's side (`real/calibrate.py`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from . import protocol
+
+
+def transfer(job: dict[str, Any]) -> None:
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    tf.config.experimental_connect_to_cluster(resolver.cluster_spec(), job_name="chief")
+    protocol.emit({"event": "ready", "worker": 0, "time": time.time()})
+    for nbytes in job["sizes"]:
+        n = max(1, nbytes // 4)
+        local = tf.random.uniform((n,))
+        with tf.device("/job:ps/task:0"):
+            remote = tf.Variable(tf.zeros((n,)))
+
+        @tf.function
+        def pull(v: Any = remote) -> Any:
+            return tf.reduce_sum(tf.identity(v.read_value()))  # moved to the client, summed
+
+        @tf.function
+        def push(v: Any = remote, x: Any = local) -> None:
+            with tf.device("/job:ps/task:0"):
+                v.assign(x, read_value=False)
+
+        for _ in range(job["warmup"]):
+            pull().numpy()
+            push()
+        for _ in range(job["repeats"]):
+            started = time.perf_counter()
+            pull().numpy()
+            middle = time.perf_counter()
+            push()
+            remote.read_value()[0].numpy()  # wait for the write (a tiny read back)
+            ended = time.perf_counter()
+            protocol.emit(
+                {
+                    "event": "probe",
+                    "worker": 0,
+                    "kind": "pull",
+                    "bytes": n * 4,
+                    "time_s": middle - started,
+                }
+            )
+            protocol.emit(
+                {
+                    "event": "probe",
+                    "worker": 0,
+                    "kind": "push",
+                    "bytes": n * 4,
+                    "time_s": ended - middle,
+                }
+            )
+    protocol.emit({"event": "done", "worker": 0, "time": time.time()})
+
+
+def allreduce(job: dict[str, Any]) -> None:
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    comm = tf.distribute.experimental.CommunicationImplementation
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=comm.NCCL if job["device"] == "gpu" else comm.RING,
+        timeout_seconds=job["collective_timeout_s"],
+    )
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    index = job["index"]
+    protocol.emit({"event": "ready", "worker": index, "time": time.time()})
+    for nbytes in job["sizes"]:
+        n = max(1, nbytes // 4)
+        x = tf.random.uniform((n,))
+
+        @tf.function
+        def reduce(x: Any = x) -> Any:
+            def replica() -> Any:
+                ctx = tf.distribute.get_replica_context()
+                mine = tf.identity(x) * tf.cast(ctx.replica_id_in_sync_group + 1, x.dtype)
+                return tf.reduce_sum(ctx.all_reduce(tf.distribute.ReduceOp.SUM, mine))
+
+            return strategy.run(replica)
+
+        for _ in range(job["warmup"]):
+            reduce().numpy()
+        for _ in range(job["repeats"]):
+            started = time.perf_counter()
+            reduce().numpy()
+            protocol.emit(
+                {
+                    "event": "probe",
+                    "worker": index,
+                    "kind": "allreduce",
+                    "bytes": n * 4,
+                    "time_s": time.perf_counter() - started,
+                }
+            )
+    protocol.emit({"event": "done", "worker": index, "time": time.time()})
