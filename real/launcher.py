@@ -80,6 +80,27 @@ class LaunchResult:
         return [r for r in self.records if r.get("event") == event]
 
 
+@dataclass
+class Kill:
+    """One failure to inject: SIGKILL process `process` once process `watch` has reported
+    step `at_step - 1` (a step, round or update record), or `at_time` seconds after
+    `origin` (not before this launch's first step). With `restart_after` the process is
+    started again that many seconds later (a parameter-server worker rejoins); otherwise
+    the run fails with InjectedFailure and the caller restarts the job."""
+
+    process: int
+    watch: int
+    at_step: int | None = None
+    at_time: float | None = None  # seconds after the launcher's origin
+    restart_after: float | None = None
+    killed_at: float | None = None  # set by the launcher
+    restarted_at: float | None = None
+
+
+#: seconds without any record after the first step before a run is declared hung
+HANG_S = 180.0
+
+
 class Launcher:
     """Run one multi-process job to completion (or failure), leaving no process behind."""
 
@@ -88,13 +109,18 @@ class Launcher:
         jobs: list[dict[str, Any]],
         timeout_s: float,
         device: str = "cpu",
-        kill: tuple[int, int] | None = None,
+        kills: list[Kill] | None = None,
+        hang_s: float = HANG_S,
+        origin: float | None = None,
     ):
         self.jobs = jobs
         self.timeout_s = timeout_s
         self.device = device
-        self.kill = kill  # (process index, at_step): SIGKILL it as it is about to start that step
-        self.killed_at: float | None = None
+        self.kills = list(kills or [])  # in order; one at a time
+        self.origin = origin  # host clock at_time counts from; None: this run's first step
+        self.hang_s = hang_s
+        self.killed_at: float | None = None  # when a kill that stops the job struck
+        self._commands: list[tuple[list[str], dict[str, str], Path]] = []
         self.processes: list[subprocess.Popen[str]] = []
         self._queue: queue.Queue[tuple[int, str | None]] = queue.Queue()
         self._logs: list[Path] = []
@@ -135,19 +161,10 @@ class Launcher:
                 ) / f"{job.get('role', 'worker')}-{job['index']}.stderr"
                 log.parent.mkdir(parents=True, exist_ok=True)
                 self._logs.append(log)
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "real.worker", str(path)],
-                    stdout=subprocess.PIPE,
-                    stderr=log.open("w"),
-                    stdin=subprocess.DEVNULL,
-                    text=True,
-                    env=self._env(index, ports),
-                    start_new_session=True,  # its own process group: killed as a whole
+                self._commands.append(
+                    ([sys.executable, "-m", "real.worker", str(path)], self._env(index, ports), log)
                 )
-                self.processes.append(process)
-                threading.Thread(
-                    target=self._read, args=(index, process.stdout), daemon=True
-                ).start()
+                self.processes.append(self._start(index))
             try:
                 self._collect(result)
             except RunError as exc:
@@ -167,11 +184,68 @@ class Launcher:
                     path.unlink()
                 workdir.rmdir()
 
+    def _start(self, index: int) -> subprocess.Popen[str]:
+        argv, env, log = self._commands[index]
+        process = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=log.open("a"),
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            start_new_session=True,  # its own process group: killed as a whole
+        )
+        threading.Thread(target=self._read, args=(index, process.stdout), daemon=True).start()
+        return process
+
+    def _pending(self) -> Kill | None:
+        """The failure now in play: the first not struck, or one whose process is down."""
+        for kill in self.kills:
+            if kill.killed_at is None or (
+                kill.restart_after is not None and kill.restarted_at is None
+            ):
+                return kill
+        return None
+
+    def _inject(self, index: int, record: dict[str, Any] | None) -> None:
+        """Kill (and maybe restart) the process a failure names, when its time comes."""
+        kill = self._pending()
+        if kill is None:
+            return
+        now = time.time()
+        if kill.killed_at is None:
+            if kill.at_step is not None:
+                due = (
+                    record is not None
+                    and index == kill.watch
+                    and record.get("event") in ("step", "round", "progress")
+                    and (record.get("step") or 0) >= kill.at_step - 1
+                )
+            else:
+                due = (
+                    kill.at_time is not None
+                    and self.origin is not None
+                    and self._stepping
+                    and now >= self.origin + kill.at_time
+                )
+            if due:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.processes[kill.process].pid, signal.SIGKILL)
+                self.processes[kill.process].wait()
+                kill.killed_at = now
+                if kill.restart_after is None:
+                    self.killed_at = now
+        elif kill.restart_after is not None and now >= kill.killed_at + kill.restart_after:
+            self.processes[kill.process] = self._start(kill.process)
+            kill.restarted_at = now
+
     def _collect(self, result: LaunchResult) -> None:
         """Read records until every reporting process is done (servers never are)."""
         deadline = time.monotonic() + self.timeout_s
         reporting = {i for i, job in enumerate(self.jobs) if not job.get("serve")}
         done: set[int] = set()
+        self._stepping = False
+        heard = time.monotonic()
         while not reporting <= done:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -179,41 +253,56 @@ class Launcher:
                     f"real.timeout: the run took longer than {self.timeout_s:g} s and was "
                     f"stopped ({len(done)} of {len(reporting)} processes had finished)"
                 )
+            if self._stepping and time.monotonic() - heard > self.hang_s:
+                raise RunError(
+                    f"hang: no process reported progress for {self.hang_s:g} s; every "
+                    "process was stopped"
+                )
             try:
-                index, line = self._queue.get(timeout=min(left, 0.5))
+                index, line = self._queue.get(timeout=min(left, 0.05 if self.kills else 0.5))
             except queue.Empty:
+                self._inject(-1, None)
                 self._check_exits(done)
                 continue
             if line is None:
-                if index in reporting and index not in done:
+                if self.processes[index].poll() is None:
+                    continue  # the end of a killed process's output; its successor runs
+                if index in reporting and index not in done and not self._killed(index):
                     self._check_exits(done, only=index)
                 continue
             record = protocol.parse(line)
             if record is None:
                 continue
+            heard = time.monotonic()
+            if record.get("event") in ("step", "round", "progress"):
+                self._stepping = True
+                if self.origin is None:
+                    self.origin = record.get("start", record.get("time", time.time()))
             if record.get("event") == "error":
                 raise RunError(f"process {index} failed: {record.get('error')}")
             if record.get("event") == "done":
                 done.add(index)
             result.records.append(record)
-            if (
-                self.kill
-                and self.killed_at is None
-                and index == self.kill[0]
-                and record.get("event") == "step"
-                and record.get("step") == self.kill[1] - 1
-            ):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.processes[index].pid, signal.SIGKILL)
-                self.killed_at = time.time()
+            self._inject(index, record)
         for index in reporting:
             self.processes[index].wait(timeout=60)
         self._check_exits(done)
 
+    def _killed(self, index: int) -> bool:
+        """A process this launcher killed on purpose and will start again (its end is no
+        error)."""
+        return any(
+            kill.process == index
+            and kill.restart_after is not None
+            and kill.killed_at is not None
+            and kill.restarted_at is None
+            for kill in self.kills
+        )
+
     def _check_exits(self, done: set[int], only: int | None = None) -> None:
         """Fail on any process that ended badly, or a reporting one that ended early."""
         for index, process in enumerate(self.processes):
-            if only is not None and index != only:
+            if (only is not None and index != only) or self._killed(index):
                 continue
             code = process.poll() if only is None else process.wait(timeout=30)
             if code is None:

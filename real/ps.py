@@ -38,7 +38,9 @@ def serve(job: dict[str, Any]) -> None:
         protocol="grpc",
         config=config,
     )
-    protocol.emit({"event": "serving", "role": job["role"], "index": job["index"]})
+    protocol.emit(
+        {"event": "serving", "role": job["role"], "index": job["index"], "time": time.time()}
+    )
     server.join()
 
 
@@ -101,40 +103,86 @@ def coordinate(job: dict[str, Any]) -> None:
         }
     )
     total = job["warmup_steps"] + job["steps"]
-    scheduled = [coordinator.schedule(update, args=(iterator,)) for _ in range(total)]
-    coordinator.join()
-    rows = []
-    for value in scheduled:
-        loss, started, computed, ended, before, after, worker = (
-            v.numpy() if hasattr(v, "numpy") else v for v in value.fetch()
-        )
-        rows.append(
-            (
-                float(started),
-                float(computed),
-                float(ended),
-                float(loss),
-                int(after) - int(before) - 1,
-                int(worker),
+    done, save = _checkpointing(tf, job, model, optimizer)
+    every = job.get("checkpoint_every") or total
+    iterations: dict[int, int] = {}  # per worker: its closures so far
+
+    def report(fetched: list[Any]) -> None:
+        """One record per update, in order of start; the step is the worker's iteration."""
+        for values in sorted((v for v in fetched if v is not None), key=lambda v: float(v[1])):
+            loss, started, computed, ended, before, after, worker = values
+            step = iterations.get(int(worker), 0)
+            iterations[int(worker)] = step + 1
+            protocol.emit(
+                {
+                    "event": "step",
+                    "worker": int(worker),
+                    "step": step,
+                    "update": int(after) - 1,  # the global update it was (the counter)
+                    "start": float(started),
+                    "compute_end": float(computed),
+                    "end": float(ended),
+                    "loss": float(loss),
+                    "staleness": max(int(after) - int(before) - 1, 0),
+                }
             )
-        )
-    iterations: dict[int, int] = {}
-    for started, computed, ended, loss, staleness, worker in sorted(rows):
-        step = iterations.get(worker, 0)
-        iterations[worker] = step + 1
-        protocol.emit(
-            {
-                "event": "step",
-                "worker": worker,
-                "step": step,
-                "start": started,
-                "compute_end": computed,
-                "end": ended,
-                "loss": loss,
-                "staleness": max(staleness, 0),
-            }
-        )
+
+    while done < total:  # a checkpoint is a barrier: in-flight updates end, then it is saved
+        chunk = [
+            coordinator.schedule(update, args=(iterator,))
+            for _ in range(min(every - done % every, total - done))
+        ]
+        fetched = []
+        for value in chunk:  # progress as updates complete (failures are injected on it)
+            fetched.append(_fetch(tf, value))
+            protocol.emit({"event": "progress", "worker": -1, "step": done, "time": time.time()})
+            done += 1
+        coordinator.join()
+        report(fetched)
+        save(done)
     protocol.emit({"event": "done", "worker": -1, "time": time.time()})
+
+
+def _fetch(tf: Any, value: Any) -> tuple[Any, ...] | None:
+    """A closure's outputs as numbers, or None when they died with the worker holding
+    them (a worker killed after running it: its update was applied, its record is lost)."""
+    try:
+        return tuple(v.numpy() if hasattr(v, "numpy") else v for v in value.fetch())
+    except (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError):
+        return None
+
+
+def _checkpointing(tf: Any, job: dict[str, Any], model: Any, optimizer: Any) -> tuple[int, Any]:
+    """Restore the coordinator's latest checkpoint, if any; return the first step (round or
+    update) and a saver writing one every `checkpoint_every` steps. The coordinator saves
+    the variables from the parameter servers (TensorFlow's way under PS training)."""
+    directory = job.get("checkpoint_dir")
+    every = job.get("checkpoint_every")
+    if not directory:
+        return 0, lambda done: None
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)  # on the coordinator
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+    latest = tf.train.latest_checkpoint(directory)
+    if latest:
+        checkpoint.restore(latest).expect_partial()
+    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=2)
+
+    def save(done: int) -> None:
+        if every and done % every == 0:
+            started = time.time()
+            step.assign(done)
+            manager.save(checkpoint_number=done)
+            protocol.emit(
+                {
+                    "event": "checkpoint",
+                    "worker": 0,
+                    "step": done,
+                    "start": started,
+                    "end": time.time(),
+                }
+            )
+
+    return int(step.numpy()), save
 
 
 def _synthetic(
@@ -306,18 +354,21 @@ def coordinate_sync(job: dict[str, Any]) -> None:
     total = job["warmup_steps"] + job["steps"]
     closures: list[tuple[int, Any]] = []
 
+    first, save = _checkpointing(tf, job, model, optimizer)
+
     def schedule(round_: int, count: int) -> None:
         r = tf.constant(round_, tf.int64)
         closures.extend(
             (round_, coordinator.schedule(step, args=(iterator, r))) for _ in range(count)
         )
 
-    for round_ in range(total):
+    reopen(tf.constant(first * ROUND, tf.int64))  # a restored job resumes at round `first`
+    for round_ in range(first, total):
         opened = time.time()
         schedule(round_, workers)
         if needed == workers:  # every closure of the round contributes
             for _, value in closures[-workers:]:
-                value.fetch()
+                _fetch(tf, value)
         else:
             while (have := int(gathered.read_value())) < needed:
                 if coordinator.done():  # all ran, too few accepted (a ticket race): more
@@ -335,12 +386,14 @@ def coordinate_sync(job: dict[str, Any]) -> None:
                 "applied": applied,
             }
         )
+        save(round_ + 1)
     coordinator.join()
     seen: dict[tuple[int, int], int] = {}
     for round_, value in closures:
-        loss, started, computed, ended, accepted, worker = (
-            v.numpy() if hasattr(v, "numpy") else v for v in value.fetch()
-        )
+        values = _fetch(tf, value)
+        if values is None:
+            continue
+        loss, started, computed, ended, accepted, worker = values
         key = (int(worker), round_)  # with backup workers a worker may run two in a round
         seen[key] = seen.get(key, -1) + 1
         protocol.emit(

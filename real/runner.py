@@ -22,7 +22,7 @@ from scenarios.loader import Point, Scenario
 from scenarios.spec import RandomFailure, ScenarioSpec
 from scenarios.stats import step_stats
 
-from .launcher import InjectedFailure, Launcher, LaunchResult
+from .launcher import InjectedFailure, Kill, Launcher, LaunchResult
 
 #: seconds a collective may hang before TensorFlow aborts it (a hang is reported, never waited)
 COLLECTIVE_TIMEOUT_S = 120
@@ -52,13 +52,8 @@ def check_supported(spec: ScenarioSpec) -> None:
             f"strategy.algorithm: {st.algorithm} (TensorFlow's MultiWorkerMirroredStrategy "
             "offers ring on CPU and NCCL's own choice on GPU)"
         )
-    for failure in spec.failures:
-        if isinstance(failure, RandomFailure) or failure.at_step is None:
-            problems.append("failures: random or at_time (run-real injects at_step so far)")
-        elif failure.role == "ps" or st.kind == "parameter_server":
-            problems.append("failures under parameter servers")
-    if st.kind == "parameter_server" and spec.checkpoint.every_steps is not None:
-        problems.append("checkpoint.every_steps with parameter servers")
+    if st.kind == "independent" and spec.failures:
+        problems.append("failures with independent trials")
     if spec.real.engine != "local":
         problems.append(f"real.engine: {spec.real.engine}")
     if spec.cluster.hosts > 1:
@@ -151,15 +146,29 @@ class RealPoint:
     losses: list[float] = field(default_factory=list)
 
 
+def _index(record: dict[str, Any]) -> int:
+    """Where a record stands in the job's progress: its global update (async parameter
+    servers) or its step (round)."""
+    return int(record.get("update", record["step"]))
+
+
 def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any], pd.DataFrame]:
     warmup, steps, n = spec.training.warmup_steps, spec.training.steps, spec.workers
     attempts = launch.of("step")
-    final: dict[tuple[int, int, int], dict[str, Any]] = {}
-    for r in attempts:  # a step redone after a restart: the later attempt counts
-        key = (r["worker"], r["step"], r.get("closure", 0))
-        if key not in final or r.get("generation", 0) >= final[key].get("generation", 0):
-            final[key] = r
-    records = list(final.values())
+    # a job restarted from a checkpoint redoes the steps (rounds, updates) since: what an
+    # earlier generation did from the step the next one resumed at is lost
+    resumed: dict[int, int] = {}
+    for r in launch.records:
+        if r.get("event") in ("step", "round", "progress"):
+            g = r.get("generation", 0)
+            resumed[g] = min(resumed.get(g, 1 << 62), _index(r))
+    records = [
+        r
+        for r in attempts
+        if not any(
+            g > r.get("generation", 0) and first <= _index(r) for g, first in resumed.items()
+        )
+    ]
     ready = launch.of("ready")
     t0 = min(r["start"] for r in records)
     asynchronous = spec.strategy.kind == "parameter_server" and not spec.strategy.sync
@@ -323,23 +332,85 @@ def run_point(point: Point) -> RealPoint:
     return RealPoint(point.id, row, frame)
 
 
-def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
-    """Run a point; kill the processes its failures name, restart from the checkpoint.
+@dataclass
+class Failure:
+    """One failure to inject into a real run: which role, when (a step, or seconds after
+    the first step), for how long the failed process stays down."""
 
-    A failure under all-reduce stops the job (the survivors' next collective fails within
-    a fraction of a second, TF-NOTES.md): the launcher ends every process, waits the
-    failure's `downtime`, and starts the cluster again, which restores the chief's last
-    checkpoint (`tf.train.CheckpointManager`, every `checkpoint.every_steps`) and redoes the
-    steps since. Failures, lost steps, recovery (downtime + measured restart to the next
-    step) and checkpoint time are measured.
+    role: str
+    index: int
+    at_step: int | None
+    at_time: float | None
+    downtime: float
+
+
+def failure_schedule(spec: ScenarioSpec) -> list[Failure]:
+    """The scenario's failures, random ones drawn as the simulator draws them: per host,
+    exponential times between failures from the host's own seeded stream (`failures`),
+    hitting the roles that host carries (one host here: the chief, so the job, and under
+    parameter servers each dedicated server's own "host"), up to `real.timeout`."""
+    from scenarios.streams import stream
+
+    st = spec.strategy
+    schedule = []
+    for f in spec.failures:
+        if not isinstance(f, RandomFailure):
+            schedule.append(Failure(f.role, f.index, f.at_step, f.at_time, f.downtime))
+            continue
+        params = f.random
+        servers = st.servers if st.kind == "parameter_server" else 0
+        for host in range(spec.cluster.hosts + servers):
+            roles = (
+                ({"chief", "worker"} if host == 0 else {"worker"})
+                if host < spec.cluster.hosts
+                else {"ps"}
+            )
+            roles &= set(params.roles)
+            if not roles:
+                continue
+            rng = stream(spec.seed, 0, "failures", host)
+            t = 0.0
+            while True:
+                t += float(rng.exponential(params.mtbf_per_host))
+                if t > spec.real.timeout:
+                    break
+                role = "chief" if "chief" in roles else sorted(roles)[0]
+                index = 0 if role != "ps" else host - spec.cluster.hosts
+                schedule.append(Failure(role, index, None, t, params.downtime))
+    return sorted(schedule, key=lambda f: (f.at_step is None, f.at_step or 0, f.at_time or 0))
+
+
+def _process_of(spec: ScenarioSpec, failure: Failure) -> tuple[int, int, bool]:
+    """(process to kill, process whose records count steps, whether it rejoins alone)."""
+    if spec.strategy.kind == "parameter_server":  # jobs: chief, workers, servers
+        if failure.role == "worker":
+            return 1 + failure.index, 0, True  # a worker rejoins; the coordinator goes on
+        if failure.role == "ps":
+            return 1 + spec.workers + failure.index, 0, False
+        return 0, 0, False  # the coordinator
+    index = failure.index if failure.role == "worker" else 0
+    return index, index, False
+
+
+def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
+    """Run a point; kill the processes its failures name; recover as SCENARIO.md says.
+
+    A worker under parameter servers is killed and started again after its `downtime` on
+    the same address: it rejoins, and the coordinator reschedules what it was running.
+    Any other failure stops the job (under all-reduce the survivors' next collective fails
+    within a fraction of a second; under parameter servers the coordinator's next call
+    does, TF-NOTES.md): every process is ended, the `downtime` waited, and the cluster
+    started again, restoring the last `tf.train.CheckpointManager` checkpoint (every
+    `checkpoint.every_steps`) and redoing the steps since. `at_time` counts from the
+    first step of the run; a failure whose time passes while the job restarts strikes as
+    the restarted job takes its first step. Failures, lost steps, recovery (downtime +
+    measured restart to the next step, or to the worker serving again) and checkpoint
+    time are measured.
     """
     import shutil
     import tempfile
 
-    pending = sorted(
-        (f for f in spec.failures if not isinstance(f, RandomFailure)),
-        key=lambda f: f.at_step or 0,
-    )
+    pending = failure_schedule(spec)
     directory = tempfile.mkdtemp(prefix="trainscale-ckpt-")
     jobs = [
         dict(job, checkpoint_dir=directory, checkpoint_every=spec.checkpoint.every_steps)
@@ -348,13 +419,22 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
     total = LaunchResult()
     generation = 0
     failed_at: float | None = None
+    origin: float | None = None  # host clock of the run's first step (at_time counts from it)
     try:
         while True:
-            kill = None
-            if pending:
-                failure = pending[0]
-                kill = (failure.index if failure.role == "worker" else 0, failure.at_step or 0)
-            launcher = Launcher(jobs, spec.real.timeout, spec.real.device, kill)
+            kills = []
+            for failure in pending:
+                process, watch, rejoins = _process_of(spec, failure)
+                kills.append(
+                    Kill(
+                        process=process,
+                        watch=watch,
+                        at_step=failure.at_step,
+                        at_time=failure.at_time,
+                        restart_after=failure.downtime if rejoins else None,
+                    )
+                )
+            launcher = Launcher(jobs, spec.real.timeout, spec.real.device, kills, origin=origin)
             try:
                 result = launcher.run()
                 finished = True
@@ -367,29 +447,45 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
             total.records.extend(result.records)
             if generation == 0:
                 total.launched = result.launched
+                origin = launcher.origin
             if failed_at is not None:
                 starts = [r["start"] for r in result.records if r.get("event") == "step"]
                 total.recovery_time_s += (min(starts) if starts else time.time()) - failed_at
+            struck = [k for k in kills if k.killed_at is not None]
+            for kill in struck:
+                total.failures += 1
+                if kill.restart_after is not None:  # a worker that rejoined: the job went on
+                    back = [
+                        r["time"]
+                        for r in result.records
+                        if r.get("event") == "serving" and r["time"] > (kill.killed_at or 0)
+                    ]
+                    total.recovery_time_s += (
+                        min(back) if back else kill.restarted_at or kill.killed_at or 0
+                    ) - (kill.killed_at or 0)
+            downtime = pending[len(struck) - 1].downtime if struck else 0.0
+            pending = pending[len(struck) :]
             if finished:
                 total.finished = result.finished
                 return total
-            failure = pending.pop(0)
-            total.failures += 1
+            fatal = struck[-1]
             done = max(
-                (
-                    r["step"] + 1
-                    for r in result.records
-                    if r.get("event") == "step" and r["worker"] == 0
-                ),
-                default=0,
+                (_index(r) + 1 for r in result.records if _counts(r, fatal.watch)), default=0
             )
             saved = max((r["step"] for r in total.of("checkpoint") if r["worker"] == 0), default=0)
             total.lost_steps += max(0, done - saved)
             failed_at = launcher.killed_at or time.time()
-            time.sleep(failure.downtime)
+            time.sleep(downtime)
             generation += 1
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _counts(record: dict[str, Any], watch: int) -> bool:
+    """A record that counts the job's progress."""
+    if record.get("event") in ("round", "progress"):
+        return True
+    return record.get("event") == "step" and record.get("worker") == watch
 
 
 def run(scenario: Scenario, progress: Any = None) -> list[RealPoint]:

@@ -1,0 +1,103 @@
+"""`compare FILE [--out DIR] [--set PATH=VALUE ...]`: both worlds from one command.
+
+1. `run-real FILE --calibrate` measures this machine (`DIR/profile.yaml`);
+2. `run-real FILE` runs every point for real (`DIR/real/`);
+3. `simulate FILE --set cluster.profile=DIR/profile.yaml` predicts them from the calibration
+   alone (`DIR/sim/`): nothing measured in step 2 reaches the simulator;
+4. `report DIR/sim DIR/real` lays them side by side (`DIR/report.html` and `.md`).
+
+The simulator and the report run as their own commands (subprocesses): `real` never
+imports `sim`, and `reports` reads files only. Bad input stops everything before any
+process starts (exit 2); a step that fails stops the rest (exit 1).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from scenarios import UserError, load
+from scenarios.cli import ArgumentParser, scenario_parser
+from scenarios.loader import Scenario
+
+
+def build_parser() -> ArgumentParser:
+    parser = scenario_parser(
+        "compare",
+        "Calibrate this machine, run the scenario for real, simulate it from the "
+        "calibration, and write a report comparing the two.",
+        "",
+    )
+    return parser
+
+
+def _step(what: str, argv: list[str]) -> None:
+    print(f"compare: {what}: {' '.join(argv[2:])}", file=sys.stderr)
+    started = time.perf_counter()
+    code = subprocess.call([sys.executable, "-m", *argv[1:]])
+    if code != 0:
+        raise SystemExit(code if code in (1, 2, 130) else 1)
+    print(f"compare: {what} took {time.perf_counter() - started:.0f} s", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        scenario: Scenario = load(args.scenario, args.sets)
+        from .runner import check_supported
+
+        for point in scenario.points:
+            check_supported(point.spec)
+        out = Path(args.out) if args.out else Path("runs") / scenario.name
+        if out.exists() and not out.is_dir():
+            raise UserError(f"--out: {out} exists and is not a directory")
+    except UserError as exc:
+        print(f"compare: error: {exc}", file=sys.stderr)
+        return 2
+    sets = [item for s in args.sets for item in ("--set", s)]
+    profile = (out / "profile.yaml").resolve()
+    try:
+        _step(
+            "calibrate",
+            ["", "real.cli", args.scenario, *sets, "--calibrate", "--out", str(profile)],
+        )
+        _step("run-real", ["", "real.cli", args.scenario, *sets, "--out", str(out / "real")])
+        _step(
+            "simulate",
+            [
+                "",
+                "sim.cli",
+                args.scenario,
+                *sets,
+                "--set",
+                f"cluster.profile={profile}",
+                "--out",
+                str(out / "sim"),
+            ],
+        )
+        _step(
+            "report",
+            [
+                "",
+                "reports.cli",
+                str(out / "sim"),
+                str(out / "real"),
+                "--out",
+                str(out / "report.html"),
+            ],
+        )
+    except SystemExit as exc:
+        return int(exc.code or 1)
+    except KeyboardInterrupt:
+        print("compare: interrupted", file=sys.stderr)
+        return 130
+    print(f"wrote {out}/report.html", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
