@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 TF     := $(VENV)/.installed-tf
 
-.PHONY: demo test lint bench schema clean
+.PHONY: demo test lint bench validate schema clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainscale needs Python >= 3.11")'
@@ -31,6 +31,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/benchmarks/bench_*.py -s
+
+# the simulator against real runs on this machine (minutes; not in CI): docs/validation.md
+validate: $(TF)
+	$(BIN)/python tools/validate.py
 
 schema: $(STAMP)
 	$(BIN)/python -m scenarios.schema > scenarios/schema.json

@@ -8,6 +8,8 @@ What is measured (never the multi-worker runs a simulation will predict):
 - transfer: one tensor moved between two TensorFlow processes (a server and a client, gRPC
   on loopback) at sizes from 1 KiB to 32 MiB, pull and push, fitted by least squares to
   time = latency + bytes / bandwidth;
+- coordinator (parameter-server scenarios): ClusterCoordinator's own round trips, a
+  closure dispatched and fetched and a function run on a server variable (latency only);
 - all-reduce: MultiWorkerMirroredStrategy's ring all-reduce among N processes for every N
   > 1 the scenario's all-reduce points use, fitted the same way (algbw; busbw = algbw x
   2(N-1)/N, nccl-tests' definitions).
@@ -30,7 +32,15 @@ from typing import Any
 import numpy as np
 
 from scenarios.loader import Scenario
-from scenarios.profile import CollectiveFit, ComputeEntry, Fit, Machine, Profile, Sample
+from scenarios.profile import (
+    CollectiveFit,
+    ComputeEntry,
+    Coordinator,
+    Fit,
+    Machine,
+    Profile,
+    Sample,
+)
 from scenarios.spec import ScenarioSpec, StragglerSpec, StrategySpec
 
 from .launcher import Launcher
@@ -148,6 +158,25 @@ def measure_allreduce(workers: int, device: str = "cpu") -> CollectiveFit:
     )
 
 
+def measure_coordinator(device: str = "cpu") -> Coordinator:
+    common = {"repeats": 30, "warmup": 5}
+    jobs = [
+        dict(common, role="chief", index=0, probe="coordinator"),
+        dict(common, role="worker", index=0, serve=True, workers=1),
+        dict(common, role="ps", index=0, serve=True, workers=1),
+    ]
+    result = Launcher(jobs, TIMEOUT_S, device).run()
+    dispatch = _probe_samples(result, ("dispatch",))[4]
+    call = _probe_samples(result, ("call",))[4]
+    return Coordinator.model_validate(
+        {
+            "dispatch": f"{float(np.median(dispatch))} s",
+            "call": f"{float(np.median(call))} s",
+            "samples": len(dispatch),
+        }
+    )
+
+
 def _machine(device: str) -> Machine:
     version = ""
     for package in ("tensorflow", "tensorflow-cpu"):
@@ -202,7 +231,15 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         fit = measure_allreduce(n, device)
         say(_describe(f"all-reduce, {n} processes (algbw; busbw x {2 * (n - 1) / n:.2f})", fit))
         collectives.append(fit)
+    coordinator = None
+    if any(s.strategy.kind == "parameter_server" for s in specs):
+        coordinator = measure_coordinator(device)
+        say(
+            f"coordinator (ClusterCoordinator round trips): dispatch a closure "
+            f"{coordinator.dispatch * 1e3:.3g} ms, call on a server {coordinator.call * 1e3:.3g} ms"
+        )
     return Profile(
+        coordinator=coordinator,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         machine=_machine(device),
         compute=compute,

@@ -114,3 +114,42 @@ def allreduce(job: dict[str, Any]) -> None:
                 }
             )
     protocol.emit({"event": "done", "worker": index, "time": time.time()})
+
+
+def coordinator(job: dict[str, Any]) -> None:
+    """The cost of ClusterCoordinator's own round trips, with one worker and one server:
+    `dispatch`: schedule a closure that touches a variable on the server and fetch its
+    result (what every update pays under parameter servers); `call`: a function the
+    coordinator runs itself on a server variable (what a synchronous round's update
+    pays). Nothing of any size moves: this is latency, not bandwidth."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    coord = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    with strategy.scope():
+        v = tf.Variable(0.0)
+
+    @tf.function
+    def closure() -> Any:
+        return strategy.run(lambda: v.assign_add(1.0))
+
+    @tf.function
+    def call() -> Any:
+        return v.assign_add(1.0)
+
+    protocol.emit({"event": "ready", "worker": 0, "time": time.time()})
+    for i in range(job["warmup"] + job["repeats"]):
+        started = time.perf_counter()
+        coord.schedule(closure).fetch()
+        middle = time.perf_counter()
+        call().numpy()
+        ended = time.perf_counter()
+        if i >= job["warmup"]:
+            for kind, seconds in (("dispatch", middle - started), ("call", ended - middle)):
+                protocol.emit(
+                    {"event": "probe", "worker": 0, "kind": kind, "bytes": 4, "time_s": seconds}
+                )
+    protocol.emit({"event": "done", "worker": 0, "time": time.time()})

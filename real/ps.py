@@ -328,12 +328,17 @@ def coordinate_sync(job: dict[str, Any]) -> None:
 
     @tf.function
     def apply(count: Any) -> Any:
+        # every op beside its accumulator, on the parameter server: nothing of the size of
+        # the model crosses to the coordinator (the optimizer's update is colocated too)
         scale = 1.0 / tf.cast(count, accumulators[0].dtype)
-        optimizer.apply_gradients(
-            [(a * scale, w) for a, w in zip(accumulators, weights, strict=True)]
-        )
+        means = []
         for a in accumulators:
-            a.assign(tf.zeros_like(a))
+            with tf.device(a.device):
+                means.append(a * scale)
+        optimizer.apply_gradients(zip(means, weights, strict=True))
+        for a in accumulators:
+            with tf.device(a.device):
+                a.assign(tf.zeros_like(a))
         gathered.assign(0)
         ticket.assign((optimizer.iterations) * ROUND)
         return optimizer.iterations

@@ -10,6 +10,9 @@ machine at hand, never of the multi-worker runs a simulation is about to predict
 - `transfer`: moving a tensor from one TensorFlow process to another on this host (gRPC on
   loopback), at a range of sizes, and the alpha-beta fit `time = latency + bytes / bandwidth`
   with its quality (r2, worst relative residual);
+- `coordinator`: the round trips of TensorFlow's ClusterCoordinator itself (dispatching a
+  closure to a worker and fetching its result; running a function on a server variable),
+  which every parameter-server update pays on top of moving its tensors;
 - `allreduce`: TensorFlow's ring all-reduce (MultiWorkerMirroredStrategy) between N
   processes at a range of sizes, fitted the same way: algbw and busbw as nccl-tests reports
   them. Reported for the fit's sake; the simulator predicts collectives from `transfer`.
@@ -89,6 +92,14 @@ class CollectiveFit(Fit):
     workers: int = Field(ge=2)
 
 
+class Coordinator(_Strict):
+    """ClusterCoordinator's own round trips (medians), nothing of any size moved."""
+
+    dispatch: PositiveSeconds  # schedule a closure on a worker and fetch its result
+    call: PositiveSeconds  # the coordinator runs a function on a server variable
+    samples: int = Field(default=0, ge=0)
+
+
 class Profile(_Strict):
     version: Literal[1] = 1
     kind: Literal["trainscale-profile"] = "trainscale-profile"
@@ -97,6 +108,7 @@ class Profile(_Strict):
     compute: list[ComputeEntry] = []
     transfer: Fit | None = None
     allreduce: list[CollectiveFit] = []
+    coordinator: Coordinator | None = None
 
     @field_validator("created", mode="before")
     @classmethod
@@ -185,4 +197,11 @@ def dump_profile(profile: Profile) -> str:
     if profile.transfer is not None:
         document["transfer"] = fit(profile.transfer)
     document["allreduce"] = [{"workers": f.workers, **fit(f)} for f in profile.allreduce]
+    if profile.coordinator is not None:
+        c = profile.coordinator
+        document["coordinator"] = {
+            "dispatch": seconds(c.dispatch),
+            "call": seconds(c.call),
+            "samples": c.samples,
+        }
     return yaml.safe_dump(document, sort_keys=False, width=100)

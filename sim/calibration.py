@@ -14,6 +14,10 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   what every message costs (dedicated parameter servers are processes on that machine).
   Collectives and parameter servers are predicted from it by their algorithms; the
   profile's `allreduce` fits are never used to predict (they only report the fit).
+- **coordinator** (parameter servers): the round trips of the framework's coordinator,
+  measured with nothing of any size moved: every update waits for its closure to be
+  dispatched to the worker (`dispatch`, before the pull), and a synchronous round's update
+  is one call the coordinator makes on the servers once the gradients are in (`call`).
 - **cores** (`machine.cpus`): moving a tensor between processes on loopback is CPU work
   (serialising, copying through the kernel, deserialising). The calibrated bandwidth is
   what one transfer achieves; each transfer in flight is taken to occupy one core, so the
@@ -47,6 +51,8 @@ class Calibration:
     one_machine: bool  # hosts == 1: every process of the job is on the calibrated machine
     used: tuple[str, ...]
     not_found: tuple[str, ...]
+    # ClusterCoordinator round trips: (dispatch a closure and fetch it, a call on a server)
+    coordinator: tuple[float, float] | None = None
 
     @property
     def cpus(self) -> int:
@@ -124,7 +130,21 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             f"transfer: no fit in {spec.cluster.profile}; catalog host_link "
             f"{spec.cluster.host_link.name} used"
         )
+    coordinator = None
+    if spec.strategy.kind == "parameter_server":
+        if profile.coordinator is not None:
+            coordinator = (profile.coordinator.dispatch, profile.coordinator.call)
+            used.append(
+                f"coordinator: dispatch {coordinator[0] * 1e3:.3g} ms per closure, "
+                f"update call {coordinator[1] * 1e3:.3g} ms per synchronous round"
+            )
+        else:
+            not_found.append(
+                f"coordinator: no round trips in {spec.cluster.profile}; parameter-server "
+                "updates cost their transfers only"
+            )
     return Calibration(
+        coordinator=coordinator,
         path=spec.cluster.profile,
         profile=profile,
         processes=processes,

@@ -88,6 +88,11 @@ class ParameterServerTraining(Training):
         self.down: set[int] = set()
         self.bound = spec.staleness
         self.waiting: list[tuple[int, int, simpy.Event]] = []
+        # calibrated coordinator round trips (none without a profile that has them)
+        cal = sim.calibration
+        timing = cal.coordinator if cal and cal.coordinator else (0.0, 0.0)
+        self.dispatch_s: float = timing[0]
+        self.call_s: float = timing[1]
         self.workers = [Worker(self, w) for w in range(sim.workers)]
         if self.sync:
             self.spawn(self.coordinate())
@@ -100,6 +105,8 @@ class ParameterServerTraining(Training):
         try:
             for step in range(self.start_step, sim.total_steps):
                 yield env.all_of([self.pushed(step, j).event for j in range(len(self.shards))])
+                if self.call_s:  # the coordinator's call that applies the update
+                    yield env.timeout(self.call_s)
                 yield from sim.end_of_step(step)
                 self.global_step = step + 1
                 self.updated(step).succeed()
@@ -153,6 +160,8 @@ class ParameterServerTraining(Training):
         pushed = env.now
         yield self.updated(step)
         pull_start = env.now
+        if self.dispatch_s:  # the next step's closure reaches the worker
+            yield env.timeout(self.dispatch_s)
         yield self.pull(node, worker)
         worker.inflight = []
         spans: list[Span] = [(vocab.PUSH, start, pushed), (vocab.PULL, pull_start, env.now)]
@@ -229,6 +238,8 @@ class ParameterServerTraining(Training):
             worker.step_start = env.now  # the wait lies between iterations
         pull_start = env.now
         version = sim.completed
+        if self.dispatch_s:  # the closure reaches the worker
+            yield env.timeout(self.dispatch_s)
         yield self.pull(me, worker)
         pulled = env.now
         yield from self.compute(worker, iteration)

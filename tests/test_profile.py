@@ -351,3 +351,21 @@ def test_meta_without_profile_has_no_calibration(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main([str(path), "--out", str(out), "--quiet"]) == 0
     assert "calibration" not in json.loads((out / vocab.META_FILE).read_text())
+
+
+DISPATCH = 7e-3  # s, a closure dispatched to a worker and fetched
+CALL = 2.5e-3  # s, the coordinator's call on a server
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_coordinator_round_trips(tmp_path: Path, sync: bool) -> None:
+    # one worker, one server, analytical network: a synchronous round is compute, push,
+    # the coordinator's update call, the next closure's dispatch, pull; an asynchronous
+    # update is dispatch, pull, compute, push
+    profile = PROFILE + f"coordinator: {{dispatch: {DISPATCH * 1e3} ms, call: {CALL * 1e3} ms}}\n"
+    strategy = f"strategy={{kind: parameter_server, servers: 1, sync: {str(sync).lower()}}}"
+    row = simulate(write(tmp_path, profile), strategy, "sim.network_model=analytical")
+    transfers = 2 * (ALPHA + S / BETA)
+    expected = STEP_1 + transfers + DISPATCH + (CALL if sync else 0.0)
+    # async: one worker's updates follow each other, so the interval is the update
+    assert 1 / row["throughput_samples_per_s"] * 10 == pytest.approx(expected, rel=1e-9)

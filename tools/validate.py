@@ -1,0 +1,171 @@
+"""`make validate`: the simulator against real runs on this machine.
+
+For every scenario in `scenarios/validation/` this runs `compare` (calibrate this machine,
+`run-real`, `simulate` from the calibration alone, `report`) into
+`runs/validation/<name>/`, then writes `docs/validation.md`: per point the simulated and
+real step time and throughput and their relative errors, the mean absolute percentage
+error over the suite, Kendall's tau-b within each sweep, the machine and the date.
+
+    python tools/validate.py [--reuse | --resimulate] [--only NAME ...] [--out FILE.md]
+
+`--reuse` keeps result directories that already hold a report (to rewrite the document
+without running again); `--resimulate` keeps the calibration and the real runs and runs
+`simulate` and `report` again (after a change to the simulator: the prediction still sees
+the calibration only). The section between the `analysis` markers of an existing
+document is kept: it is written by hand, from the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from reports.compare import agreement, combine, mape  # noqa: E402
+from reports.load import load_run  # noqa: E402
+from scenarios.results import write_atomic  # noqa: E402
+
+BEGIN, END = "<!-- analysis: begin -->", "<!-- analysis: end -->"
+TARGET_PCT = 10.0
+
+
+def run_compare(scenario: Path, out: Path) -> None:
+    started = dt.datetime.now()
+    code = subprocess.call(
+        [sys.executable, "-m", "real.compare", str(scenario), "--out", str(out)], cwd=ROOT
+    )
+    if code != 0:
+        raise SystemExit(f"validate: compare {scenario} failed (exit {code})")
+    print(f"validate: {scenario.name} took {(dt.datetime.now() - started).seconds} s")
+
+
+def resimulate(scenario: Path, out: Path) -> None:
+    """Simulate from the stored calibration again (after a change to the simulator) and
+    report against the stored real runs."""
+    profile = (out / "profile.yaml").resolve()
+    for argv in (
+        [
+            "sim.cli",
+            str(scenario),
+            "--set",
+            f"cluster.profile={profile}",
+            "--out",
+            str(out / "sim"),
+        ],
+        ["reports.cli", str(out / "sim"), str(out / "real"), "--out", str(out / "report.html")],
+    ):
+        if subprocess.call([sys.executable, "-m", *argv], cwd=ROOT) != 0:
+            raise SystemExit(f"validate: {' '.join(argv)} failed")
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.1%}" if abs(x) < 10 else f"{x:+.0%}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="validate")
+    parser.add_argument("--reuse", action="store_true", help="keep complete result directories")
+    parser.add_argument(
+        "--resimulate",
+        action="store_true",
+        help="keep the calibration and the real runs; simulate and report again",
+    )
+    parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "validation.md"))
+    args = parser.parse_args(argv)
+    files = sorted((ROOT / "scenarios" / "validation").glob("*.yaml"))
+    if args.only:
+        files = [f for f in files if f.stem in args.only]
+    sections, all_errors, all_step_errors, taus, above = [], [], [], [], []
+    machine: dict[str, object] = {}
+    for scenario in files:
+        out = ROOT / "runs" / "validation" / scenario.stem
+        if args.resimulate and (out / "real").is_dir():
+            resimulate(scenario, out)
+        elif not (args.reuse and (out / "report.html").is_file()):
+            run_compare(scenario, out)
+        profile = yaml.safe_load((out / "profile.yaml").read_text())
+        machine = profile.get("machine", machine)
+        result = agreement(combine([load_run(out / "sim"), load_run(out / "real")]))
+        pairs = result.pairs
+        all_errors += list(pairs["throughput_error"])
+        all_step_errors += list(pairs["step_time_error"])
+        taus.append((scenario.stem, result.tau))
+        lines = [
+            f"### {scenario.stem} (`scenarios/validation/{scenario.name}`)",
+            "",
+            f"Throughput MAPE {result.mape_throughput:.1f}%, step-time MAPE "
+            f"{result.mape_step_time:.1f}%, Kendall tau-b "
+            + ("n/a" if result.tau is None else f"{result.tau:.2f}")
+            + f". Calibration: `runs/validation/{scenario.stem}/profile.yaml`.",
+            "",
+            "| point | configuration | workers | sim step | real step | error | sim samples/s "
+            "| real samples/s | error |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for row in pairs.to_dict(orient="records"):
+            lines.append(
+                f"| {row['point']} | {row['label']} | {row['workers']} "
+                f"| {row['sim_step_time_s'] * 1e3:.1f} ms | {row['real_step_time_s'] * 1e3:.1f} ms "
+                f"| {_pct(row['step_time_error'])} | {row['sim_throughput']:,.0f} "
+                f"| {row['real_throughput']:,.0f} | {_pct(row['throughput_error'])} |"
+            )
+            if abs(row["throughput_error"]) > TARGET_PCT / 100:
+                above.append(f"{scenario.stem}: {row['point']} ({_pct(row['throughput_error'])})")
+        sections.append("\n".join(lines))
+    path = Path(args.out)
+    kept = f"{BEGIN}\n(not written yet)\n{END}"
+    if path.is_file():
+        text = path.read_text()
+        if BEGIN in text and END in text:
+            kept = text[text.index(BEGIN) : text.index(END) + len(END)]
+    overall = mape(all_errors)
+    overall_step = mape(all_step_errors)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
+    doc = [
+        "# Validation: the simulator against real runs on this machine",
+        "",
+        f"Made by `make validate` (`tools/validate.py`) on {dt.date.today().isoformat()}, "
+        f"commit {commit}, on `{machine.get('hostname', '?')}`: {machine.get('cpus', '?')} "
+        f"CPUs, {machine.get('platform', '?')}, TensorFlow {machine.get('tensorflow', '?')} "
+        f"({machine.get('device', 'cpu')}).",
+        "",
+        "Each scenario of `scenarios/validation/` ran through `compare`: `run-real --calibrate` "
+        "measured this machine (single-worker compute with P processes at once, one tensor "
+        "moved between two processes at 1 KiB-32 MiB), `run-real` ran every point, and "
+        "`simulate` predicted them from that calibration alone. Relative error is "
+        "(sim - real) / real.",
+        "",
+        f"**Throughput MAPE over the suite: {overall:.1f}%** (target {TARGET_PCT:.0f}%); "
+        f"step-time MAPE {overall_step:.1f}%. Kendall tau-b of the throughput ranking within "
+        "each sweep: "
+        + ", ".join(f"{n} {'n/a' if t is None else f'{t:.2f}'}" for n, t in taus)
+        + ".",
+        "",
+        "Points above the target: " + ("; ".join(above) if above else "none") + ".",
+        "",
+        "## Analysis",
+        "",
+        kept,
+        "",
+        "## Results",
+        "",
+        *("\n\n".join(sections).splitlines()),
+        "",
+    ]
+    write_atomic(path, "\n".join(doc))
+    print(f"validate: throughput MAPE {overall:.1f}% over {len(all_errors)} points; wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
