@@ -107,6 +107,12 @@ def measure_compute(spec: ScenarioSpec, processes: int) -> ComputeEntry:
         ends = sorted(r["end"] for r in result.of("step") if r["worker"] == worker)
         durations.extend(np.diff(ends[max(warmup, 1) - 1 :]).tolist())
     t = np.asarray(durations)
+    firsts = [
+        min(r["start"] for r in result.of("step") if r["worker"] == w) for w in range(processes)
+    ]
+    # processes started to their first step: what relaunching a job costs (imports,
+    # building the model, tracing)
+    startup = float(np.median(firsts)) - result.launched
     return ComputeEntry.model_validate(
         {
             "model": spec.model.name,
@@ -117,6 +123,7 @@ def measure_compute(spec: ScenarioSpec, processes: int) -> ComputeEntry:
             "p10": f"{float(np.percentile(t, 10))} s",
             "p90": f"{float(np.percentile(t, 90))} s",
             "steps": len(t),
+            "startup": f"{startup} s",
         }
     )
 
@@ -221,7 +228,8 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         say(
             f"compute: {entry.model} batch {entry.batch_per_worker}, {entry.processes} "
             f"process(es) at once: {entry.step_time * 1e3:.2f} ms per step "
-            f"(p10 {(entry.p10 or 0) * 1e3:.2f}, p90 {(entry.p90 or 0) * 1e3:.2f})"
+            f"(p10 {(entry.p10 or 0) * 1e3:.2f}, p90 {(entry.p90 or 0) * 1e3:.2f}); "
+            f"start-up {entry.startup or 0:.1f} s"
         )
         compute.append(entry)
     transfer = measure_transfer(device)

@@ -3,7 +3,8 @@
 A profile is a YAML file that `cluster.profile` names. It holds only measurements of the
 machine at hand, never of the multi-worker runs a simulation is about to predict:
 
-- `compute`: the step time of one single-worker training process (forward, backward and
+- `compute`: the step time (and start-up: processes started to their first step) of one
+  single-worker training process (forward, backward and
   update of one batch, no strategy), per model, batch and dtype, measured with 1, 2, ...
   such processes running at once on the host (`processes`), so the cost of processes
   sharing the host's cores is measured, not assumed;
@@ -71,6 +72,7 @@ class ComputeEntry(_Strict):
     p10: Seconds | None = None
     p90: Seconds | None = None
     steps: int = Field(default=0, ge=0)
+    startup: Seconds | None = None  # processes started to their first step (median)
 
 
 class Sample(_Strict):
@@ -115,6 +117,22 @@ class Profile(_Strict):
     def _timestamp_as_text(cls, value: Any) -> Any:
         # YAML reads an unquoted `created: 2026-11-29T12:00:00+00:00` as a datetime
         return value.isoformat() if isinstance(value, dt.date) else value
+
+    def startup(self, model: str, batch: int, dtype: str, processes: int) -> float | None:
+        """Measured start-up (processes started to their first step) of `processes`
+        single-worker processes at once, the nearest count measured at or below."""
+        entries = [
+            e
+            for e in self.compute
+            if e.model == model
+            and e.batch_per_worker == batch
+            and e.dtype == dtype
+            and e.startup is not None
+            and e.processes <= processes
+        ]
+        if not entries:
+            return None
+        return max(entries, key=lambda e: e.processes).startup
 
     def step_time(
         self, model: str, batch: int, dtype: str = "float32", processes: int = 1
@@ -190,6 +208,7 @@ def dump_profile(profile: Profile) -> str:
                 **({"p10": seconds(e.p10)} if e.p10 is not None else {}),
                 **({"p90": seconds(e.p90)} if e.p90 is not None else {}),
                 "steps": e.steps,
+                **({"startup": seconds(e.startup)} if e.startup is not None else {}),
             }
             for e in profile.compute
         ],

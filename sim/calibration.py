@@ -53,6 +53,8 @@ class Calibration:
     not_found: tuple[str, ...]
     # ClusterCoordinator round trips: (dispatch a closure and fetch it, a call on a server)
     coordinator: tuple[float, float] | None = None
+    # processes started to their first step: what relaunching the job costs
+    restart_s: float | None = None
 
     @property
     def cpus(self) -> int:
@@ -130,6 +132,14 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             f"transfer: no fit in {spec.cluster.profile}; catalog host_link "
             f"{spec.cluster.host_link.name} used"
         )
+    restart_s = None
+    if spec.failures and step_s is not None:
+        restart_s = profile.startup(name, batch, dtype, processes)
+        if restart_s is not None:
+            used.append(
+                f"restart: {restart_s:.3g} s (start-up of {processes} process(es) measured "
+                "with the compute) replaces checkpoint.restart_overhead"
+            )
     coordinator = None
     if spec.strategy.kind == "parameter_server":
         if profile.coordinator is not None:
@@ -144,6 +154,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
                 "updates cost their transfers only"
             )
     return Calibration(
+        restart_s=restart_s,
         coordinator=coordinator,
         path=spec.cluster.profile,
         profile=profile,

@@ -369,3 +369,19 @@ def test_coordinator_round_trips(tmp_path: Path, sync: bool) -> None:
     expected = STEP_1 + transfers + DISPATCH + (CALL if sync else 0.0)
     # async: one worker's updates follow each other, so the interval is the update
     assert 1 / row["throughput_samples_per_s"] * 10 == pytest.approx(expected, rel=1e-9)
+
+
+def test_measured_startup_is_the_restart(tmp_path: Path) -> None:
+    # a failure stops the job; it is back after its downtime plus the start-up the
+    # profile measured with the compute (not checkpoint.restart_overhead's 30 s)
+    profile = PROFILE.replace(
+        "step_time: 6.4 ms, steps: 50}", "step_time: 6.4 ms, steps: 50, startup: 9 s}"
+    )
+    row = simulate(
+        write(tmp_path, profile),
+        "failures=[{role: chief, at_step: 3, downtime: 2 s}]",
+        "checkpoint={every_steps: 2, restart_overhead: 30 s}",
+        "training.steps=6",
+    )
+    assert row["failures"] == 1
+    assert row["recovery_time_s"] == pytest.approx(2.0 + 9.0, rel=1e-9)
