@@ -94,13 +94,17 @@ def _single_worker(spec: ScenarioSpec) -> ScenarioSpec:
     )
 
 
-def measure_compute(spec: ScenarioSpec, processes: int) -> ComputeEntry:
+def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> ComputeEntry:
+    """`processes` single-worker training processes at once, beside `servers` TensorFlow
+    server processes that only listen (as a job's parameter servers and coordinator do
+    while its workers compute): their gRPC threads share the cores too."""
     base = jobs_for(_single_worker(spec), 1)[0]
     warmup = spec.training.warmup_steps
     jobs = [
         dict(base, index=i, standalone=True, steps=COMPUTE_STEPS, checkpoint_dir=None)
         for i in range(processes)
     ]
+    jobs += [{"role": "ps", "index": j, "serve": True} for j in range(servers)]
     result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
     durations: list[float] = []
     for worker in range(processes):
@@ -119,6 +123,7 @@ def measure_compute(spec: ScenarioSpec, processes: int) -> ComputeEntry:
             "batch_per_worker": spec.training.batch_per_worker,
             "dtype": spec.model.dtype,
             "processes": processes,
+            "servers": servers,
             "step_time": f"{float(np.median(t))} s",
             "p10": f"{float(np.percentile(t, 10))} s",
             "p90": f"{float(np.percentile(t, 90))} s",
@@ -126,6 +131,14 @@ def measure_compute(spec: ScenarioSpec, processes: int) -> ComputeEntry:
             "startup": f"{startup} s",
         }
     )
+
+
+def server_processes(spec: ScenarioSpec) -> int:
+    """TensorFlow processes of a point that serve while its workers compute: under
+    parameter servers, the servers and the coordinator."""
+    from scenarios.profile import server_processes as count
+
+    return count(spec.strategy.kind, spec.strategy.servers)
 
 
 def _probe_samples(result: Any, kinds: tuple[str, ...], worker: int = 0) -> dict[int, list[float]]:
@@ -213,21 +226,23 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
     if device == "gpu":
         require_gpu()
     compute: list[ComputeEntry] = []
-    seen: set[tuple[str, int, str, int]] = set()
+    seen: set[tuple[str, int, str, int, int]] = set()
     for spec in specs:
         key = (
             spec.model.name,
             spec.training.batch_per_worker,
             spec.model.dtype,
             spec.cluster.devices_per_host,
+            server_processes(spec),
         )
         if key in seen:
             continue
         seen.add(key)
-        entry = measure_compute(spec, spec.cluster.devices_per_host)
+        entry = measure_compute(spec, key[3], key[4])
+        beside = f" beside {entry.servers} server(s)" if entry.servers else ""
         say(
             f"compute: {entry.model} batch {entry.batch_per_worker}, {entry.processes} "
-            f"process(es) at once: {entry.step_time * 1e3:.2f} ms per step "
+            f"process(es) at once{beside}: {entry.step_time * 1e3:.2f} ms per step "
             f"(p10 {(entry.p10 or 0) * 1e3:.2f}, p90 {(entry.p90 or 0) * 1e3:.2f}); "
             f"start-up {entry.startup or 0:.1f} s"
         )

@@ -59,6 +59,12 @@ def entry(kind: CatalogKind, name: str) -> dict[str, Any]:
     return data
 
 
+def _computable_builders() -> tuple[str, ...]:
+    from .keras_layers import DEFAULT_SPECS  # builders whose layer table needs no TensorFlow
+
+    return tuple(DEFAULT_SPECS)
+
+
 def resolve(kind: CatalogKind, value: Any) -> Any:
     """Turn a catalog reference into the mapping it stands for.
 
@@ -74,10 +80,18 @@ def resolve(kind: CatalogKind, value: Any) -> Any:
             raise ValueError(f"'base' must be a catalog name, not {base!r}")
         merged = entry(kind, base)
         overrides = dict(value)
-        totals = {"params", "flops_per_sample"} & overrides.keys()
+        keras = overrides.get("keras")
+        computable = isinstance(keras, dict) and keras.get("builder") in _computable_builders()
+        totals = {"params", "flops_per_sample"} & overrides.keys() | (
+            {"keras"} if computable else set()
+        )
         if kind == "model" and totals and "layers" not in overrides:
-            # The entry's layer table no longer adds up to the overridden totals.
+            # The entry's layer table no longer adds up to the overridden totals, nor
+            # describes another keras builder spec (which recomputes it where it can)
             merged.pop("layers", None)
+            if "keras" in overrides and not {"params", "flops_per_sample"} & overrides.keys():
+                merged.pop("params", None)
+                merged.pop("flops_per_sample", None)
         if "name" not in overrides and len(overrides) > 1:
             merged["name"] = base  # an override keeps the entry's name unless renamed
         merged.update(overrides)

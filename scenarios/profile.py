@@ -68,6 +68,7 @@ class ComputeEntry(_Strict):
     batch_per_worker: int = Field(ge=1)
     dtype: DType = "float32"
     processes: int = Field(default=1, ge=1)  # single-worker processes running at once
+    servers: int = Field(default=0, ge=0)  # listening TF server processes beside them
     step_time: PositiveSeconds  # median
     p10: Seconds | None = None
     p90: Seconds | None = None
@@ -135,7 +136,7 @@ class Profile(_Strict):
         return max(entries, key=lambda e: e.processes).startup
 
     def step_time(
-        self, model: str, batch: int, dtype: str = "float32", processes: int = 1
+        self, model: str, batch: int, dtype: str = "float32", processes: int = 1, servers: int = 0
     ) -> float | None:
         """Measured single-worker step time with `processes` such processes on the host.
 
@@ -146,6 +147,9 @@ class Profile(_Strict):
             for e in self.compute
             if e.model == model and e.batch_per_worker == batch and e.dtype == dtype
         ]
+        # measured beside as many listening servers, if it was; else without any
+        beside = [e for e in entries if e.servers == servers]
+        entries = beside or [e for e in entries if e.servers == 0]
         if not entries:
             return None
         exact = [e for e in entries if e.processes == processes]
@@ -157,6 +161,12 @@ class Profile(_Strict):
         if below is None:
             return min(entries, key=lambda e: e.processes).step_time
         return below.step_time * processes / below.processes
+
+
+def server_processes(kind: str, servers: int) -> int:
+    """TensorFlow processes of a job that listen while its workers compute: under
+    parameter servers, the servers and the coordinator; none otherwise."""
+    return servers + 1 if kind == "parameter_server" else 0
 
 
 def load_profile(path: str | Path, field: str = "cluster.profile") -> Profile:
@@ -204,6 +214,7 @@ def dump_profile(profile: Profile) -> str:
                 "batch_per_worker": e.batch_per_worker,
                 "dtype": e.dtype,
                 "processes": e.processes,
+                "servers": e.servers,
                 "step_time": seconds(e.step_time),
                 **({"p10": seconds(e.p10)} if e.p10 is not None else {}),
                 **({"p90": seconds(e.p90)} if e.p90 is not None else {}),

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scenarios.profile import Fit, Profile
+from scenarios.profile import Fit, Profile, server_processes
 from scenarios.spec import ClusterSpec, ScenarioSpec
 
 
@@ -97,20 +97,24 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         return None
     model, batch, dtype = spec.model, spec.training.batch_per_worker, spec.model.dtype
     processes = spec.cluster.devices_per_host
+    # parameter servers and the coordinator listen while the workers compute
+    servers = server_processes(spec.strategy.kind, spec.strategy.servers)
+    measured_beside = any(e.servers == servers for e in profile.compute) if servers else False
     used: list[str] = []
     not_found: list[str] = []
     step_s, name = None, model.name
     for candidate in (model.name, model.base):
         if candidate is None:
             continue
-        step_s = profile.step_time(candidate, batch, dtype, processes=processes)
+        step_s = profile.step_time(candidate, batch, dtype, processes=processes, servers=servers)
         if step_s is not None:
             name = candidate
             break
     what = f"{name} batch {batch}" + ("" if dtype == "float32" else f" {dtype}")
     if step_s is not None:
         how = _how(profile, name, batch, dtype, processes)
-        used.append(f"compute: {what} (P={processes}): {step_s * 1e3:.4g} ms{how}")
+        beside = f" beside {servers} server process(es)" if measured_beside else ""
+        used.append(f"compute: {what} (P={processes}{beside}): {step_s * 1e3:.4g} ms{how}")
     else:
         not_found.append(
             f"compute: no entry for model {model.name} batch {batch} {dtype} in "

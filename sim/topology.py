@@ -11,7 +11,9 @@ Links (each one direction of a full-duplex port; capacity in bytes/s):
   * the switch core, shared by every inter-host message, when `oversubscription` > 1:
     capacity = (all hosts' NIC bandwidth) / oversubscription.
   * with a calibration profile (`sim/calibration.py`), each host's loopback: the CPU that
-    moves tensors between its processes, capacity `cpus x` the calibrated bandwidth.
+    moves tensors between its processes, capacity `cpus x` the calibrated bandwidth; and
+    each port is then one link for both directions (a process sends and receives with its
+    own CPU: what it sends and what it receives share the calibrated bandwidth).
 Inside a host a message crosses the sender's out-port and the receiver's in-port (and the
 host's loopback, when calibrated); between hosts it crosses the sender host's NIC out, the
 core (if any) and the receiver host's NIC in. The PCIe hop from a device to its NIC is not
@@ -72,11 +74,15 @@ class Topology:
         # link layout: [port out | port in] for the n + h fabric ports (and the dedicated
         # servers' on one machine), then NICs, then core, then loopbacks
         ports = n + h + (dedicated_servers if one_machine else 0)
+        # calibrated (loopback given): a port is a process, which moves its tensors in and
+        # out with its own CPU (serialising, copying, deserialising): one link for both
+        # directions, at the calibrated one-way bandwidth. Otherwise full duplex.
+        directions = 1 if loopback is not None else 2
         self._port_out = 0
-        self._port_in = ports
-        self._nic_out = 2 * ports
-        self._nic_in = 2 * ports + all_hosts
-        capacity = [fabric] * (2 * ports) + [nic] * (2 * all_hosts)
+        self._port_in = 0 if directions == 1 else ports
+        self._nic_out = directions * ports
+        self._nic_in = directions * ports + all_hosts
+        capacity = [fabric] * (directions * ports) + [nic] * (2 * all_hosts)
         self.core: int | None = None
         if cluster.network.oversubscription > 1:
             self.core = len(capacity)

@@ -217,3 +217,17 @@ def test_schema_accepts_catalog_names_and_mappings() -> None:
     names = device["anyOf"][0]["enum"]
     assert "v100" in names and "h200" in names
     assert "strategy" in schema["properties"] and "sweep" in schema["properties"]
+
+
+def test_keras_override_of_a_catalog_model_recomputes_its_layers() -> None:
+    # a wider MLP on the catalog's mlp entry: the simulator must see the model run-real
+    # builds (64 x 2048 + 2048 + 2048 x 2048 + 2048 + 2048 x 10 + 10 parameters)
+    doc = """
+version: 1
+name: wide
+model:
+  {name: mlp-wide, base: mlp, keras: {builder: mlp, inputs: 64, hidden: [2048, 2048], classes: 10}}
+cluster: {device: cpu}
+"""
+    spec = loads(doc).points[0].spec
+    assert spec.model.total_params == 64 * 2048 + 2048 + 2048 * 2048 + 2048 + 2048 * 10 + 10

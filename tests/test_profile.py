@@ -149,6 +149,24 @@ def test_step_time_extrapolates_by_sharing_cores() -> None:
     assert profile.step_time("x", 8) is None
 
 
+def test_step_time_beside_servers() -> None:
+    # entries measured beside listening server processes serve points with as many;
+    # points with a count never measured beside servers take the plain entries
+    profile = Profile(
+        machine=Machine(cpus=2),
+        compute=[
+            ComputeEntry.model_validate(
+                {"model": "m", "batch_per_worker": 8, "processes": p, "servers": s, "step_time": t}
+            )
+            for p, s, t in ((1, 0, "10 ms"), (2, 0, "12 ms"), (2, 2, "15 ms"))
+        ],
+    )
+    assert profile.step_time("m", 8, processes=2, servers=2) == 0.015
+    assert profile.step_time("m", 8, processes=2, servers=0) == 0.012
+    assert profile.step_time("m", 8, processes=2, servers=3) == 0.012
+    assert profile.step_time("m", 8, processes=4, servers=2) == pytest.approx(0.015 * 2)
+
+
 # ------------------------------------------------------------------ loading
 
 
@@ -229,11 +247,13 @@ def test_one_worker_step_is_the_measured_step(tmp_path: Path, network: str) -> N
 
 @pytest.mark.parametrize("network", ["analytical", "flow"])
 def test_two_workers_ring_on_one_host(tmp_path: Path, network: str) -> None:
-    # compute with 2 processes at once, then the ring from the transfer fit; two transfers
-    # in flight on 2 cores run at full speed in the flow model too
+    # compute with 2 processes at once, then the ring from the transfer fit. Analytical:
+    # every message at beta. Flow: each process sends and receives at once in a ring step,
+    # and its port carries both directions at beta (its own CPU does both): beta / 2 each
     row = simulate(write(tmp_path), "cluster.devices_per_host=2", f"sim.network_model={network}")
-    expected = STEP_2 + 2 * (2 - 1) * (ALPHA + S / (2 * BETA))
-    assert expected == pytest.approx(STEP_2 + ring(2, BETA))
+    rate = BETA if network == "analytical" else BETA / 2
+    expected = STEP_2 + 2 * (2 - 1) * (ALPHA + S / (2 * rate))
+    assert expected == pytest.approx(STEP_2 + ring(2, rate))
     assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
     assert row["bytes_on_network"] == 0  # all on the one calibrated machine
 
@@ -245,9 +265,10 @@ def test_four_workers_share_two_cores(tmp_path: Path) -> None:
     # analytical (no contention): every ring link at the calibrated bandwidth
     row = simulate(path, "cluster.devices_per_host=4", "sim.network_model=analytical")
     assert row["step_time_mean_s"] == pytest.approx(step_4 + ring(4, BETA), rel=1e-9, abs=0)
-    # flow: four transfers in flight on two cores share 2 x beta: beta / 2 each
+    # flow: four transfers in flight on two cores share 2 x beta: beta / 2 each (and each
+    # process's port carries its send and its receive: beta / 2 each as well)
     row = simulate(path, "cluster.devices_per_host=4", "sim.network_model=flow")
-    shared = min(BETA, CPUS * BETA / 4)
+    shared = min(BETA / 2, CPUS * BETA / 4)
     assert row["step_time_mean_s"] == pytest.approx(step_4 + ring(4, shared), rel=1e-9, abs=0)
 
 
