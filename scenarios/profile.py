@@ -69,7 +69,7 @@ class ComputeEntry(_Strict):
     dtype: DType = "float32"
     processes: int = Field(default=1, ge=1)  # single-worker processes running at once
     servers: int = Field(default=0, ge=0)  # listening TF server processes beside them
-    step_time: PositiveSeconds  # median
+    step_time: PositiveSeconds  # mean (what throughput sees; p10/p90 give the spread)
     p10: Seconds | None = None
     p90: Seconds | None = None
     steps: int = Field(default=0, ge=0)
