@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 PREFIX = "@trainscale "
@@ -17,6 +18,19 @@ PREFIX = "@trainscale "
 def emit(record: dict[str, Any]) -> None:
     sys.stdout.write(PREFIX + json.dumps(record, separators=(",", ":")) + "\n")
     sys.stdout.flush()
+
+
+def ready(worker: int, launched: float, params: int) -> None:
+    """The end of a process's start-up: model built, cluster joined (-1: a coordinator)."""
+    emit(
+        {
+            "event": "ready",
+            "worker": worker,
+            "time": time.time(),
+            "launched": launched,
+            "params": params,
+        }
+    )
 
 
 def parse(line: str) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from . import protocol
+from .worker import checkpointing
 
 
 def serve(job: dict[str, Any]) -> None:
@@ -93,17 +94,9 @@ def coordinate(job: dict[str, Any]) -> None:
         x, y = next(iterator)
         return strategy.run(replica_step, args=(x, y))
 
-    protocol.emit(
-        {
-            "event": "ready",
-            "worker": -1,
-            "time": time.time(),
-            "launched": launched,
-            "params": int(model.count_params()),
-        }
-    )
+    protocol.ready(-1, launched, int(model.count_params()))
     total = job["warmup_steps"] + job["steps"]
-    done, save = _checkpointing(tf, job, model, optimizer)
+    done, save = checkpointing(tf, job, None, model, optimizer)
     every = job.get("checkpoint_every") or total
     iterations: dict[int, int] = {}  # per worker: its closures so far
 
@@ -150,39 +143,6 @@ def _fetch(tf: Any, value: Any) -> tuple[Any, ...] | None:
         return tuple(v.numpy() if hasattr(v, "numpy") else v for v in value.fetch())
     except (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError):
         return None
-
-
-def _checkpointing(tf: Any, job: dict[str, Any], model: Any, optimizer: Any) -> tuple[int, Any]:
-    """Restore the coordinator's latest checkpoint, if any; return the first step (round or
-    update) and a saver writing one every `checkpoint_every` steps. The coordinator saves
-    the variables from the parameter servers (TensorFlow's way under PS training)."""
-    directory = job.get("checkpoint_dir")
-    every = job.get("checkpoint_every")
-    if not directory:
-        return 0, lambda done: None
-    step = tf.Variable(0, dtype=tf.int64, trainable=False)  # on the coordinator
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
-    latest = tf.train.latest_checkpoint(directory)
-    if latest:
-        checkpoint.restore(latest).expect_partial()
-    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=2)
-
-    def save(done: int) -> None:
-        if every and done % every == 0:
-            started = time.time()
-            step.assign(done)
-            manager.save(checkpoint_number=done)
-            protocol.emit(
-                {
-                    "event": "checkpoint",
-                    "worker": 0,
-                    "step": done,
-                    "start": started,
-                    "end": time.time(),
-                }
-            )
-
-    return int(step.numpy()), save
 
 
 def _synthetic(
@@ -347,19 +307,11 @@ def coordinate_sync(job: dict[str, Any]) -> None:
     def reopen(first: Any) -> Any:
         return ticket.assign(first)
 
-    protocol.emit(
-        {
-            "event": "ready",
-            "worker": -1,
-            "time": time.time(),
-            "launched": launched,
-            "params": int(model.count_params()),
-        }
-    )
+    protocol.ready(-1, launched, int(model.count_params()))
     total = job["warmup_steps"] + job["steps"]
     closures: list[tuple[int, Any]] = []
 
-    first, save = _checkpointing(tf, job, model, optimizer)
+    first, save = checkpointing(tf, job, None, model, optimizer)
 
     def schedule(round_: int, count: int) -> None:
         r = tf.constant(round_, tf.int64)

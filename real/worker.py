@@ -13,6 +13,7 @@ never limits the step.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -83,19 +84,22 @@ def _batches(tf: Any, job: dict[str, Any], batch: int, shape: Any, classes: int)
     return same()
 
 
-def _checkpointing(
+def checkpointing(
     tf: Any, job: dict[str, Any], strategy: Any, model: Any, optimizer: Any
 ) -> tuple[int, Any]:
-    """Restore the latest checkpoint, if any; return the first step and a saver.
+    """Restore the latest checkpoint, if any; return the first step and a saver writing
+    one every `checkpoint_every` steps (rounds, or updates under parameter servers).
 
-    Every worker saves (MultiWorkerMirroredStrategy needs all of them to); the chief into
-    the run's checkpoint directory, the others into a directory of their own (TF's way).
+    Every all-reduce worker saves (MultiWorkerMirroredStrategy needs all of them to); the
+    chief into the run's checkpoint directory, the others into a directory of their own
+    (TF's way). A parameter-server coordinator (`strategy` None: its step counter is its
+    own) saves the variables from the servers into the run's directory.
     """
     directory = job.get("checkpoint_dir")
     every = job.get("checkpoint_every")
     if not directory:
         return 0, lambda done: None
-    with strategy.scope():
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
         step = tf.Variable(0, dtype=tf.int64, trainable=False)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
     latest = tf.train.latest_checkpoint(directory)
@@ -157,19 +161,11 @@ def run(job: dict[str, Any]) -> None:
         # one strategy.run: gradients passed between two runs cannot be all-reduced
         return strategy.run(replica_step, args=(x, y))
 
-    protocol.emit(
-        {
-            "event": "ready",
-            "worker": index,
-            "time": time.time(),
-            "launched": launched,
-            "params": int(model.count_params()),
-        }
-    )
+    protocol.ready(index, launched, int(model.count_params()))
     total = job["warmup_steps"] + job["steps"]
     slowdown = _slowdowns(job, total)
     compute_s = 0.0
-    first, save = _checkpointing(tf, job, strategy, model, optimizer)
+    first, save = checkpointing(tf, job, strategy, model, optimizer)
     for step in range(first, total):
         start = time.time()
         if slowdown[step] > 0 and compute_s > 0:

@@ -178,9 +178,11 @@ def test_parameter_server_worker_rejoins_and_server_failure_restarts(
     steps = pd.read_csv(out / vocab.STEPS_FILE)
     assert set(steps.generation) == {0, 1}
     kept = steps[~steps.lost]
-    # every update done once in the end; the record of one the killed worker had finished
-    # but not yet handed over dies with it (its update was applied)
-    assert 28 + 2 - 1 <= len(kept) <= 28 + 2
+    # every update done once in the end; but a closure's record stays on its worker until
+    # the coordinator fetches it (in scheduling order), so the records of the closures the
+    # killed worker had finished and not yet handed over die with it (their updates were
+    # applied): a few, at most the 5 of its checkpoint interval
+    assert 28 + 2 - 5 <= len(kept) <= 28 + 2
     assert steps.lost.sum() <= row["lost_steps"]
     assert workers_alive() == []
 
