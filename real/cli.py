@@ -1,4 +1,5 @@
-"""`run-real FILE [--out DIR] [--set PATH=VALUE ...]`: the scenario, for real.
+"""`run-real FILE [--out DIR] [--set PATH=VALUE ...] [--trace] [--calibrate]`: the
+scenario, for real.
 
 Every point runs as a local TensorFlow cluster on 127.0.0.1 and writes the same result
 files as `simulate`, with `backend: real`. Bad input is one line and exit status 2 with
@@ -32,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
         "real",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--trace", action="store_true", help="write a Chrome trace of each point's measured steps"
+    )
     parser.add_argument(
         "--calibrate",
         action="store_true",
@@ -70,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     file=sys.stderr,
                 )
 
-        points = run(scenario, progress)
+        points = run(scenario, progress, trace=args.trace)
     except UserError as exc:
         print(f"run-real: error: {exc}", file=sys.stderr)
         return 2
@@ -85,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = provenance(
         scenario, "real", {"wall_time_s": time.perf_counter() - started, "cwd": os.getcwd()}
     )
-    write_run(out_dir, results, steps, meta, {})
+    traces = {p.point_id: p.trace for p in points if p.trace is not None}
+    write_run(out_dir, results, steps, meta, traces)
     if not args.quiet:
         print(f"wrote {out_dir}/ ({len(results)} points)")
     return 0

@@ -144,6 +144,24 @@ class RealPoint:
     row: dict[str, Any]
     steps: pd.DataFrame
     losses: list[float] = field(default_factory=list)
+    trace: str | None = None
+
+
+def trace_of(spec: ScenarioSpec, point_id: str, steps: pd.DataFrame) -> str:
+    """A Chrome trace of what was measured (the simulator's format): per worker, compute
+    (step start to compute end) on one thread, then the exchange (all-reduce, or push
+    under parameter servers) and any wait on the other; lost attempts and warm-up too."""
+    from scenarios.trace import ChromeTracer
+
+    tracer = ChromeTracer(spec.cluster.devices_per_host)
+    exchange = vocab.PUSH if spec.strategy.kind == "parameter_server" else vocab.ALLREDUCE
+    columns = ["worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s"]
+    for w, step, start, computed, exchanged, end in steps[columns].itertuples(index=False):
+        worker, at = int(w), int(step)
+        tracer.span(worker, vocab.COMPUTE, float(start), float(computed), step=at)
+        tracer.span(worker, exchange, float(computed), float(exchanged), comm=True, step=at)
+        tracer.span(worker, vocab.WAIT, float(exchanged), float(end), comm=True, step=at)
+    return tracer.dumps({"point": point_id, "backend": "real", "scenario": spec.name})
 
 
 def _index(record: dict[str, Any]) -> int:
@@ -488,8 +506,9 @@ def _counts(record: dict[str, Any], watch: int) -> bool:
     return record.get("event") == "step" and record.get("worker") == watch
 
 
-def run(scenario: Scenario, progress: Any = None) -> list[RealPoint]:
-    """Check every point first (nothing starts if one is refused), then run them in turn."""
+def run(scenario: Scenario, progress: Any = None, trace: bool = False) -> list[RealPoint]:
+    """Check every point first (nothing starts if one is refused), then run them in turn;
+    with `trace`, a Chrome trace of each point's measured steps."""
     for point in scenario.points:
         check_supported(point.spec)
     if any(p.spec.real.device == "gpu" for p in scenario.points):
@@ -497,6 +516,8 @@ def run(scenario: Scenario, progress: Any = None) -> list[RealPoint]:
     done = []
     for point in scenario.points:
         done.append(run_point(point))
+        if trace:
+            done[-1].trace = trace_of(point.spec, point.id, done[-1].steps)
         if progress:
             progress(done[-1])
     return done

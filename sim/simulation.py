@@ -19,13 +19,13 @@ from scenarios import vocab
 from scenarios.profile import Profile, load_profile
 from scenarios.spec import ScenarioSpec
 from scenarios.streams import stream
+from scenarios.trace import ChromeTracer, NullTracer
 
 from .calibration import Calibration, calibrate
 from .compute import ComputeModel
 from .network import make_network
 from .stragglers import Stragglers
 from .topology import Topology
-from .trace import ChromeTracer, NullTracer
 
 Process = Generator[Any, Any, Any]
 

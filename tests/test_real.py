@@ -6,6 +6,7 @@ outlives the run.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -71,13 +72,16 @@ def run_real(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
 
 def test_two_worker_ring_allreduce(scenario: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_real(str(scenario), "--out", str(out))
+    proc = run_real(str(scenario), "--out", str(out), "--trace")
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = pd.read_csv(out / vocab.RESULTS_FILE)
     (row,) = results.to_dict(orient="records")
     assert row["backend"] == "real" and row["workers"] == 2
     assert row["throughput_samples_per_s"] > 0 and row["scaling_efficiency"] > 0
     assert row["startup_time_s"] > 0
+    trace = json.loads((out / vocab.trace_file(row["point"])).read_text())
+    phases = {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"}
+    assert {"compute", "allreduce"} <= phases
     steps = pd.read_csv(out / vocab.STEPS_FILE)
     assert list(steps.columns[: len(vocab.STEP_COLUMNS)]) == list(vocab.STEP_COLUMNS)
     assert len(steps) == 2 * 14 and steps.warmup.sum() == 2 * 2

@@ -1,4 +1,4 @@
-"""Chrome trace event format (opens in Perfetto and chrome://tracing).
+"""Chrome trace event format (opens in Perfetto and chrome://tracing), for both backends.
 
 Tracing costs nothing when off (STYLE.md rule 15): the default `NullTracer` drops
 everything. `ChromeTracer` keeps complete ('X') events, one process per host and two
