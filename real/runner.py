@@ -10,7 +10,7 @@ never run something else under its name.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -143,7 +143,6 @@ class RealPoint:
     point_id: str
     row: dict[str, Any]
     steps: pd.DataFrame
-    losses: list[float] = field(default_factory=list)
     trace: str | None = None
 
 

@@ -208,15 +208,20 @@ def read_steps(path: Path) -> pd.DataFrame:
     return frame
 
 
-def read_meta(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise UserError(f"{path}: missing (a result directory holds {path.name}, its provenance)")
+def _read_json(path: Path) -> Any:
+    """A JSON file's document; a file that cannot be read or parsed is one line."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read ({exc})") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"{path}: missing (a result directory holds {path.name}, its provenance)")
+    document = _read_json(path)
     if not isinstance(document, dict):
         raise UserError(f"{path}: expected a JSON object, got {type(document).__name__}")
     return document
@@ -224,12 +229,7 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 def read_trace(path: Path) -> dict[str, Any]:
     """A Chrome trace document ({"traceEvents": [...]}, or a bare list of events)."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    document = _read_json(path)
     if isinstance(document, list):
         document = {"traceEvents": document}
     if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
