@@ -20,6 +20,7 @@ quality (r2 and the worst relative residual), so a user sees how far alpha-beta 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib.metadata
 import os
@@ -39,9 +40,12 @@ from scenarios.profile import (
     Fit,
     Machine,
     Profile,
+    RestartEntry,
     Sample,
+    UpdateEntry,
+    strategy_key,
 )
-from scenarios.spec import ScenarioSpec, StragglerSpec, StrategySpec
+from scenarios.spec import ScenarioSpec, ScheduledFailure, StragglerSpec, StrategySpec
 
 from .launcher import Launcher
 from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, require_gpu
@@ -51,7 +55,12 @@ SIZES = (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 21, 1 << 23, 1 << 25)
 REPEATS = 7
 WARMUP = 2
 #: steps timed per compute measurement (after the scenario's warm-up steps)
-COMPUTE_STEPS = 30
+COMPUTE_STEPS = 100
+#: checkpoint interval (steps) of the job whose relaunch is timed; the kill strikes
+#: after the first checkpoint
+RESTART_STEPS = 3
+#: update calls timed per model and server count
+UPDATE_REPEATS = 40
 #: seconds any one calibration launch may take
 TIMEOUT_S = 600.0
 
@@ -100,8 +109,12 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
     while its workers compute): their gRPC threads share the cores too."""
     base = jobs_for(_single_worker(spec), 1)[0]
     warmup = spec.training.warmup_steps
+    # a single plain worker injects nothing: no per-step hiccups, whatever the step count
+    quiet = [0.0] * (warmup + COMPUTE_STEPS)
     jobs = [
-        dict(base, index=i, standalone=True, steps=COMPUTE_STEPS, checkpoint_dir=None)
+        dict(
+            base, index=i, standalone=True, steps=COMPUTE_STEPS, hiccups=quiet, checkpoint_dir=None
+        )
         for i in range(processes)
     ]
     jobs += [{"role": "ps", "index": j, "serve": True} for j in range(servers)]
@@ -198,6 +211,114 @@ def measure_coordinator(device: str = "cpu") -> Coordinator:
     )
 
 
+def measure_restart(spec: ScenarioSpec) -> RestartEntry:
+    """What a failure that stops the point's job costs besides its downtime, measured by
+    doing it: the job (its strategy, workers and servers; no stragglers) runs a few steps
+    with a checkpoint, the process the point's first failure names is killed, the job
+    ends as it does in a run (the survivors' next collective or call fails, every process
+    is stopped) and is launched again at once on the same checkpoint directory. The time
+    from the kill to the first step after the restore is the restart: detection and
+    teardown, imports, the cluster's handshake, building the model, restoring."""
+    import shutil
+    import tempfile
+
+    from .launcher import InjectedFailure, Kill
+    from .runner import Failure, _process_of
+
+    quiet = spec.model_copy(update={"stragglers": StragglerSpec(), "failures": ()})
+    named = [f for f in spec.failures if isinstance(f, ScheduledFailure)]
+    failure = (
+        Failure(named[0].role, named[0].index, None, None, 0.0)
+        if named
+        else Failure("chief", 0, None, None, 0.0)
+    )
+    process, watch, rejoins = _process_of(spec, failure)
+    if rejoins:
+        raise ValueError("a failure after which the job goes on has no restart to measure")
+    directory = tempfile.mkdtemp(prefix="trainscale-calibrate-ckpt-")
+    try:
+        jobs = [
+            dict(
+                job,
+                warmup_steps=0,
+                steps=3 * RESTART_STEPS,
+                checkpoint_dir=directory,
+                checkpoint_every=RESTART_STEPS,
+            )
+            for job in jobs_for(quiet)
+        ]
+        kill = Kill(process=process, watch=watch, at_step=RESTART_STEPS + 2)
+        launcher = Launcher(jobs, TIMEOUT_S, spec.real.device, [kill])
+        with contextlib.suppress(InjectedFailure):  # the failure struck, as asked
+            launcher.run()
+        if launcher.killed_at is None:
+            raise RuntimeError("the job ended before the calibration's failure struck")
+        result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    starts = [r["start"] for r in result.of("step")]
+    if not starts:
+        raise RuntimeError("the relaunched job took no step")
+    st = spec.strategy
+    return RestartEntry.model_validate(
+        {
+            "model": spec.model.name,
+            "batch_per_worker": spec.training.batch_per_worker,
+            "dtype": spec.model.dtype,
+            "strategy": strategy_key(st.kind, st.algorithm, st.sync),
+            "workers": spec.workers,
+            "servers": st.servers if st.kind == "parameter_server" else 0,
+            "time": f"{min(starts) - launcher.killed_at} s",
+        }
+    )
+
+
+def _stops_job(spec: ScenarioSpec) -> bool:
+    """Whether a failure of the point stops its job (and so restarts it): any under
+    all-reduce, random ones, a parameter server's or the coordinator's."""
+    from .runner import Failure, _process_of
+
+    for f in spec.failures:
+        if not isinstance(f, ScheduledFailure):
+            return True
+        if not _process_of(spec, Failure(f.role, f.index, None, None, 0.0))[2]:
+            return True
+    return False
+
+
+def measure_update(spec: ScenarioSpec) -> UpdateEntry:
+    """The call that applies a synchronous round's update of the point's model on its
+    parameter servers (`probe.update`), with one worker and `strategy.servers` servers."""
+    base = jobs_for(_single_worker(spec), 1)[0]
+    servers = spec.strategy.servers
+    common = {"repeats": UPDATE_REPEATS, "warmup": WARMUP + 3}
+    jobs = [
+        dict(
+            common,
+            role="chief",
+            index=0,
+            probe="update",
+            keras=base["keras"],
+            learning_rate=base["learning_rate"],
+        ),
+        dict(common, role="worker", index=0, serve=True, workers=1),
+    ]
+    jobs += [dict(common, role="ps", index=j, serve=True, workers=1) for j in range(servers)]
+    result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
+    t = np.asarray(_probe_samples(result, ("update",))[0])
+    return UpdateEntry.model_validate(
+        {
+            "model": spec.model.name,
+            "dtype": spec.model.dtype,
+            "servers": servers,
+            "time": f"{float(np.mean(t))} s",
+            "p10": f"{float(np.percentile(t, 10))} s",
+            "p90": f"{float(np.percentile(t, 90))} s",
+            "samples": len(t),
+        }
+    )
+
+
 def _machine(device: str) -> Machine:
     version = ""
     for package in ("tensorflow", "tensorflow-cpu"):
@@ -262,7 +383,47 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
             f"coordinator (ClusterCoordinator round trips): dispatch a closure "
             f"{coordinator.dispatch * 1e3:.3g} ms, call on a server {coordinator.call * 1e3:.3g} ms"
         )
+    updates: list[UpdateEntry] = []
+    for spec in specs:
+        if spec.strategy.kind != "parameter_server":
+            continue
+        if any(
+            (u.model, u.dtype, u.servers)
+            == (spec.model.name, spec.model.dtype, spec.strategy.servers)
+            for u in updates
+        ):
+            continue
+        measured = measure_update(spec)
+        say(
+            f"update: {measured.model} on {measured.servers} server(s), one coordinator call: "
+            f"{measured.time * 1e3:.3g} ms (p10 {(measured.p10 or 0) * 1e3:.3g}, "
+            f"p90 {(measured.p90 or 0) * 1e3:.3g})"
+        )
+        updates.append(measured)
+    restarts: list[RestartEntry] = []
+    timed: set[tuple[Any, ...]] = set()
+    for spec in specs:
+        st = spec.strategy
+        job_key = (
+            spec.model.name,
+            spec.training.batch_per_worker,
+            strategy_key(st.kind, st.algorithm, st.sync),
+            spec.workers,
+            st.servers if st.kind == "parameter_server" else 0,
+        )
+        if not _stops_job(spec) or job_key in timed:
+            continue
+        timed.add(job_key)
+        restart = measure_restart(spec)
+        say(
+            f"restart: {restart.model} under {restart.strategy}, {restart.workers} worker(s)"
+            f"{f' and {restart.servers} server(s)' if restart.servers else ''}, relaunched "
+            f"from its checkpoint to its first step: {restart.time:.3g} s"
+        )
+        restarts.append(restart)
     return Profile(
+        restarts=restarts,
+        updates=updates,
         coordinator=coordinator,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         machine=_machine(device),

@@ -4,6 +4,9 @@
   places a variable of S bytes on the server and times reading it back (server to client)
   and writing it (client to server): one tensor moved between two processes over gRPC, as
   a parameter server's pull and push move them.
+- `update`: a coordinator, one worker and S servers under ParameterServerStrategy; the
+  coordinator builds the scenario's model and times the call that applies a synchronous
+  round's gradients on the servers (`real.ps.sync_update`).
 - `allreduce`: N processes under MultiWorkerMirroredStrategy (RING on CPU) time a sum
   all-reduce of S bytes, as nccl-tests' all_reduce_perf does.
 
@@ -152,4 +155,35 @@ def coordinator(job: dict[str, Any]) -> None:
                 protocol.emit(
                     {"event": "probe", "worker": 0, "kind": kind, "bytes": 4, "time_s": seconds}
                 )
+    protocol.emit({"event": "done", "worker": 0, "time": time.time()})
+
+
+def update(job: dict[str, Any]) -> None:
+    """The optimizer's update of the job's model on its parameter servers, applied by one
+    coordinator call, exactly as a synchronous round ends (`real.ps.sync_update`); no
+    worker computes. The update runs on the servers beside each weight; with two or more
+    servers its ops also read the optimizer's scalars (learning rate, iterations) across
+    servers, which is why it grows with the number of servers."""
+    import tensorflow as tf
+
+    from .models import build_for_training
+    from .ps import sync_update
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    tf.distribute.coordinator.ClusterCoordinator(strategy)
+    model, optimizer, *_ = build_for_training(tf, job, strategy)
+    apply = sync_update(tf, strategy, model, optimizer)[3]
+    count = tf.constant(1, tf.int64)
+    protocol.emit({"event": "ready", "worker": 0, "time": time.time()})
+    for i in range(job["warmup"] + job["repeats"]):
+        started = time.perf_counter()
+        apply(count).numpy()
+        seconds = time.perf_counter() - started
+        if i >= job["warmup"]:
+            protocol.emit(
+                {"event": "probe", "worker": 0, "kind": "update", "bytes": 0, "time_s": seconds}
+            )
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})

@@ -208,6 +208,45 @@ def _straggler_delay(tf: Any, job: dict[str, Any]) -> Any:
 ROUND = 1 << 32
 
 
+def sync_update(tf: Any, strategy: Any, model: Any, optimizer: Any) -> tuple[Any, ...]:
+    """The server-side state of a synchronous round and the call that ends it.
+
+    Returns (accumulators, ticket, gathered, apply): a gradient accumulator beside each
+    weight on its server, the round's ticket counter and count of gradients gathered, and
+    `apply(count)`, the tf.function the coordinator calls once a round has `count`
+    gradients: it applies their mean with the optimizer, zeroes the accumulators and opens
+    the next round. `run-real --calibrate` times the same call (`probe.update`)."""
+    weights = model.trainable_variables
+    with strategy.scope():
+        accumulators = []
+        for w in weights:
+            with strategy.extended.colocate_vars_with(w.value):
+                accumulators.append(
+                    tf.Variable(tf.zeros(w.shape, w.dtype), trainable=False, name="grad_acc")
+                )
+        ticket = tf.Variable(0, dtype=tf.int64, trainable=False, name="ticket")
+        gathered = tf.Variable(0, dtype=tf.int64, trainable=False, name="gathered")
+
+    @tf.function
+    def apply(count: Any) -> Any:
+        # every op beside its accumulator, on the parameter server: nothing of the size of
+        # the model crosses to the coordinator (the optimizer's update is colocated too)
+        scale = 1.0 / tf.cast(count, accumulators[0].dtype)
+        means = []
+        for a in accumulators:
+            with tf.device(a.device):
+                means.append(a * scale)
+        optimizer.apply_gradients(zip(means, weights, strict=True))
+        for a in accumulators:
+            with tf.device(a.device):
+                a.assign(tf.zeros_like(a))
+        gathered.assign(0)
+        ticket.assign((optimizer.iterations) * ROUND)
+        return optimizer.iterations
+
+    return accumulators, ticket, gathered, apply
+
+
 def coordinate_sync(job: dict[str, Any]) -> None:
     """The chief of a synchronous parameter-server job, on TensorFlow's PS machinery.
 
@@ -237,15 +276,7 @@ def coordinate_sync(job: dict[str, Any]) -> None:
     needed = workers - job.get("backup_workers", 0)
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
     weights = model.trainable_variables
-    with strategy.scope():
-        accumulators = []
-        for w in weights:
-            with strategy.extended.colocate_vars_with(w.value):
-                accumulators.append(
-                    tf.Variable(tf.zeros(w.shape, w.dtype), trainable=False, name="grad_acc")
-                )
-        ticket = tf.Variable(0, dtype=tf.int64, trainable=False, name="ticket")
-        gathered = tf.Variable(0, dtype=tf.int64, trainable=False, name="gathered")
+    accumulators, ticket, gathered, apply = sync_update(tf, strategy, model, optimizer)
     seed = job["seed"]
     dataset_fn = _synthetic(tf, job, batch, shape, classes, seed)
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
@@ -285,23 +316,6 @@ def coordinate_sync(job: dict[str, Any]) -> None:
     def step(iterator: Any, round_: Any) -> Any:
         x, y = next(iterator)
         return strategy.run(replica_step, args=(x, y, round_))
-
-    @tf.function
-    def apply(count: Any) -> Any:
-        # every op beside its accumulator, on the parameter server: nothing of the size of
-        # the model crosses to the coordinator (the optimizer's update is colocated too)
-        scale = 1.0 / tf.cast(count, accumulators[0].dtype)
-        means = []
-        for a in accumulators:
-            with tf.device(a.device):
-                means.append(a * scale)
-        optimizer.apply_gradients(zip(means, weights, strict=True))
-        for a in accumulators:
-            with tf.device(a.device):
-                a.assign(tf.zeros_like(a))
-        gathered.assign(0)
-        ticket.assign((optimizer.iterations) * ROUND)
-        return optimizer.iterations
 
     @tf.function
     def reopen(first: Any) -> Any:

@@ -166,3 +166,30 @@ def layer_table(keras_spec: dict[str, Any]) -> list[dict[str, Any]]:
     rows.append(_dense("fc", height * width * channels, spec["dense"]))
     rows.append(_dense("logits", spec["dense"], spec["classes"]))
     return rows
+
+
+def variable_sizes(keras_spec: dict[str, Any]) -> list[int]:
+    """Sizes of the model's trainable variables in the order Keras creates them, for mlp or
+    small_cnn: each Dense and Conv2D layer makes its kernel, then its bias.
+
+    TensorFlow's ParameterServerStrategy places variables on the servers round-robin in
+    that order, so this, not the layer table, is what a parameter-server shard holds.
+    """
+    spec = resolve_spec(keras_spec)
+    if spec["builder"] in CATALOG_ONLY_BUILDERS:
+        raise ValueError(f"the variables of '{spec['builder']}' need TensorFlow to list")
+    sizes: list[int] = []
+    for row in layer_table(spec):
+        units = _units(spec, row["name"])
+        sizes += [int(row["params"]) - units, units]
+    return sizes
+
+
+def _units(spec: dict[str, Any], layer: str) -> int:
+    """The bias length (output units or filters) of a layer of `layer_table(spec)`."""
+    if layer == "logits":
+        return int(spec["classes"])
+    if layer == "fc":
+        return int(spec["dense"])
+    kind, number = layer.rstrip("0123456789"), int(layer[len(layer.rstrip("0123456789")) :])
+    return int(spec["hidden" if kind == "hidden" else "filters"][number - 1])

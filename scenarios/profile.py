@@ -103,6 +103,43 @@ class Coordinator(_Strict):
     samples: int = Field(default=0, ge=0)
 
 
+class UpdateEntry(_Strict):
+    """The optimizer's update of a whole model applied on `servers` parameter servers by
+    one ClusterCoordinator call (mean of the calls), nothing computed on a worker: what a
+    synchronous round's update costs, and what each asynchronous push costs on top of
+    moving its gradients (less one bare `call`)."""
+
+    model: str
+    dtype: DType = "float32"
+    servers: int = Field(ge=1)
+    time: PositiveSeconds
+    p10: Seconds | None = None
+    p90: Seconds | None = None
+    samples: int = Field(default=0, ge=0)
+
+
+class RestartEntry(_Strict):
+    """A job relaunched from its checkpoint: every process of the point's job (its
+    strategy, its workers and servers) started again, to the first step after the
+    restore. Measured by launching the job, letting it checkpoint, and launching it again;
+    nothing is killed and no scenario step is timed."""
+
+    model: str
+    batch_per_worker: int = Field(ge=1)
+    dtype: DType = "float32"
+    strategy: str  # kind, and algorithm or sync/async: "allreduce/ring", "parameter_server/sync"
+    workers: int = Field(ge=1)
+    servers: int = Field(default=0, ge=0)
+    time: PositiveSeconds
+
+
+def strategy_key(kind: str, algorithm: str, sync: bool) -> str:
+    """How a restart entry names the strategy it was measured under."""
+    if kind == "parameter_server":
+        return f"parameter_server/{'sync' if sync else 'async'}"
+    return f"{kind}/{algorithm}"
+
+
 class Profile(_Strict):
     version: Literal[1] = 1
     kind: Literal["trainscale-profile"] = "trainscale-profile"
@@ -112,6 +149,8 @@ class Profile(_Strict):
     transfer: Fit | None = None
     allreduce: list[CollectiveFit] = []
     coordinator: Coordinator | None = None
+    updates: list[UpdateEntry] = []
+    restarts: list[RestartEntry] = []
 
     @field_validator("created", mode="before")
     @classmethod
@@ -134,6 +173,23 @@ class Profile(_Strict):
         if not entries:
             return None
         return max(entries, key=lambda e: e.processes).startup
+
+    def restart(
+        self, model: str, batch: int, dtype: str, strategy: str, workers: int, servers: int
+    ) -> float | None:
+        """Measured relaunch of the job from its checkpoint, if measured for this job."""
+        for e in self.restarts:
+            key = (e.model, e.batch_per_worker, e.dtype, e.strategy, e.workers, e.servers)
+            if key == (model, batch, dtype, strategy, workers, servers):
+                return e.time
+        return None
+
+    def update(self, model: str, dtype: str, servers: int) -> float | None:
+        """Measured update of `model` on `servers` parameter servers, if measured."""
+        for e in self.updates:
+            if e.model == model and e.dtype == dtype and e.servers == servers:
+                return e.time
+        return None
 
     def step_time(
         self, model: str, batch: int, dtype: str = "float32", processes: int = 1, servers: int = 0
@@ -234,4 +290,30 @@ def dump_profile(profile: Profile) -> str:
             "call": seconds(c.call),
             "samples": c.samples,
         }
+    if profile.updates:
+        document["updates"] = [
+            {
+                "model": u.model,
+                "dtype": u.dtype,
+                "servers": u.servers,
+                "time": seconds(u.time),
+                **({"p10": seconds(u.p10)} if u.p10 is not None else {}),
+                **({"p90": seconds(u.p90)} if u.p90 is not None else {}),
+                "samples": u.samples,
+            }
+            for u in profile.updates
+        ]
+    if profile.restarts:
+        document["restarts"] = [
+            {
+                "model": r.model,
+                "batch_per_worker": r.batch_per_worker,
+                "dtype": r.dtype,
+                "strategy": r.strategy,
+                "workers": r.workers,
+                "servers": r.servers,
+                "time": seconds(r.time),
+            }
+            for r in profile.restarts
+        ]
     return yaml.safe_dump(document, sort_keys=False, width=100)

@@ -160,6 +160,21 @@ class ModelSpec(Strict):
     def _sum(self, field: str) -> float:
         return float(sum(getattr(layer, field) for layer in self.layers or ()))
 
+    def variables(self) -> list[float]:
+        """Trainable variable sizes (parameters) in creation order, which is how
+        TensorFlow's ParameterServerStrategy deals them round-robin to the servers.
+
+        Exact (kernel, then bias, per layer) for the builders computable without TensorFlow
+        when the layer table is theirs; otherwise each layer is taken as one variable (the
+        catalog lists layers, not variables), or the whole model as one."""
+        if self.keras is not None and self.keras.builder in keras_layers.DEFAULT_SPECS:
+            sizes = keras_layers.variable_sizes(self.keras.model_dump())
+            if _close(float(sum(sizes)), self.total_params):
+                return [float(n) for n in sizes]
+        if self.layers:
+            return [layer.params for layer in self.layers if layer.params > 0]
+        return [self.total_params]
+
     @property
     def total_params(self) -> float:
         return self._sum("params") if self.layers else float(self.params or 0.0)

@@ -18,6 +18,12 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   measured with nothing of any size moved: every update waits for its closure to be
   dispatched to the worker (`dispatch`, before the pull), and a synchronous round's update
   is one call the coordinator makes on the servers once the gradients are in (`call`).
+- **update** (parameter servers): the optimizer's update of the point's model on its
+  number of servers, applied by one coordinator call (`updates`, measured alone). It is
+  the synchronous round's closing call (in place of the bare `call`), and each
+  asynchronous push waits for it less one bare call (the closure applies its own
+  gradients on the servers). It grows with the servers: the update's ops read the
+  optimizer's scalars across servers.
 - **cores** (`machine.cpus`): moving a tensor between processes on loopback is CPU work
   (serialising, copying through the kernel, deserialising). The calibrated bandwidth is
   what one transfer achieves; each transfer in flight is taken to occupy one core, so the
@@ -35,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scenarios.profile import Fit, Profile, server_processes
+from scenarios.profile import Fit, Profile, server_processes, strategy_key
 from scenarios.spec import ClusterSpec, ScenarioSpec
 
 
@@ -55,6 +61,8 @@ class Calibration:
     coordinator: tuple[float, float] | None = None
     # processes started to their first step: what relaunching the job costs
     restart_s: float | None = None
+    # the model's update on its parameter servers, one coordinator call
+    update_s: float | None = None
 
     @property
     def cpus(self) -> int:
@@ -138,14 +146,44 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         )
     restart_s = None
     if spec.failures and step_s is not None:
-        restart_s = profile.startup(name, batch, dtype, processes)
+        st = spec.strategy
+        restart_s = profile.restart(
+            name,
+            batch,
+            dtype,
+            strategy_key(st.kind, st.algorithm, st.sync),
+            spec.workers,
+            st.servers if st.kind == "parameter_server" else 0,
+        )
         if restart_s is not None:
             used.append(
-                f"restart: {restart_s:.3g} s (start-up of {processes} process(es) measured "
-                "with the compute) replaces checkpoint.restart_overhead"
+                f"restart: {restart_s:.3g} s (the job relaunched from its checkpoint to its "
+                "first step, measured) replaces checkpoint.restart_overhead"
             )
+        else:
+            restart_s = profile.startup(name, batch, dtype, processes)
+            if restart_s is not None:
+                used.append(
+                    f"restart: {restart_s:.3g} s (start-up of {processes} single-worker "
+                    "process(es) measured with the compute; no relaunch of this job measured) "
+                    "replaces checkpoint.restart_overhead"
+                )
     coordinator = None
+    update_s = None
     if spec.strategy.kind == "parameter_server":
+        for candidate in (model.name, model.base):
+            if candidate is not None and update_s is None:
+                update_s = profile.update(candidate, dtype, spec.strategy.servers)
+        if update_s is not None:
+            used.append(
+                f"update: {update_s * 1e3:.3g} ms for {model.name} on "
+                f"{spec.strategy.servers} server(s), one coordinator call"
+            )
+        else:
+            not_found.append(
+                f"update: no entry for {model.name} on {spec.strategy.servers} server(s) in "
+                f"{spec.cluster.profile}; the update costs the bare coordinator call"
+            )
         if profile.coordinator is not None:
             coordinator = (profile.coordinator.dispatch, profile.coordinator.call)
             used.append(
@@ -158,6 +196,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
                 "updates cost their transfers only"
             )
     return Calibration(
+        update_s=update_s,
         restart_s=restart_s,
         coordinator=coordinator,
         path=spec.cluster.profile,

@@ -1,7 +1,10 @@
 """Parameter servers: synchronous (with backup workers) and asynchronous (with SSP).
 
-Variables are the model's layers, spread over the shards by `partition`; each shard sits
-on a host of its own (`dedicated`) or on a worker host's CPU (`colocated`).
+Variables (`ModelSpec.variables`: kernel and bias of each layer, in creation order, where
+the model's builder is known; else one per layer) are spread over the shards by
+`partition`; each shard sits on a host of its own (`dedicated`) or on a worker host's CPU
+(`colocated`). Round-robin over variables is TensorFlow's own placement: with two servers
+an MLP's kernels all land on the first and its biases on the second.
 
 Synchronous: after backward every worker pushes each shard its part; a step's update is
 applied once N - b workers' gradients have arrived (b = `backup_workers`, Chen et al.
@@ -38,9 +41,10 @@ def partition(params: np.ndarray, shards: int, how: str) -> np.ndarray:
     """Parameters held by each shard.
 
     round_robin: whole variables to shards in turn, in creation order (TF's
-    replica_device_setter); greedy: each whole variable, in creation order, to the shard
-    holding the fewest parameters so far (TF's GreedyLoadBalancingStrategy); sliced: every
-    variable split evenly over all shards (a fixed-shards partitioner).
+    replica_device_setter, and ParameterServerStrategy without a partitioner); greedy:
+    each whole variable, in creation order, to the shard holding the fewest parameters so
+    far (TF's GreedyLoadBalancingStrategy); sliced: every variable split evenly over all
+    shards (a fixed-shards partitioner).
     """
     load = np.zeros(shards)
     variables = [p for p in params if p > 0]
@@ -62,7 +66,7 @@ class ParameterServerTraining(Training):
         super().__init__(sim, start_step)
         spec = sim.spec.strategy
         topo = sim.topology
-        load = partition(sim.compute.params, spec.servers, spec.partition)
+        load = partition(np.array(sim.spec.model.variables()), spec.servers, spec.partition)
         nbytes = load * sim.compute.bytes_per_param
         if spec.placement == "dedicated":
             nodes = [topo.server(j) for j in range(spec.servers)]
@@ -93,6 +97,11 @@ class ParameterServerTraining(Training):
         timing = cal.coordinator if cal and cal.coordinator else (0.0, 0.0)
         self.dispatch_s: float = timing[0]
         self.call_s: float = timing[1]
+        # the measured update of the whole model on the servers, one coordinator call: it
+        # ends a synchronous round; an asynchronous push waits for it less the bare call
+        update = cal.update_s if cal else None
+        self.update_s: float = update if update is not None else self.call_s
+        self.apply_s: float = max(self.update_s - self.call_s, 0.0) if update is not None else 0.0
         self.workers = [Worker(self, w) for w in range(sim.workers)]
         if self.sync:
             self.spawn(self.coordinate())
@@ -105,8 +114,8 @@ class ParameterServerTraining(Training):
         try:
             for step in range(self.start_step, sim.total_steps):
                 yield env.all_of([self.pushed(step, j).event for j in range(len(self.shards))])
-                if self.call_s:  # the coordinator's call that applies the update
-                    yield env.timeout(self.call_s)
+                if self.update_s:  # the coordinator's call that applies the update
+                    yield env.timeout(self.update_s)
                 yield from sim.end_of_step(step)
                 self.global_step = step + 1
                 self.updated(step).succeed()
@@ -245,6 +254,8 @@ class ParameterServerTraining(Training):
         yield from self.compute(worker, iteration)
         push_start = env.now
         yield env.all_of(self.push_async(me, worker))
+        if self.apply_s:  # the servers apply this push's update before the closure ends
+            yield env.timeout(self.apply_s)
         worker.inflight = []
         worker.staleness = sim.completed - version
         worker.spans = [(vocab.PULL, pull_start, pulled), (vocab.PUSH, push_start, env.now)]
