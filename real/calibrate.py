@@ -202,10 +202,12 @@ def measure_coordinator(device: str = "cpu") -> Coordinator:
     result = Launcher(jobs, TIMEOUT_S, device).run()
     dispatch = _probe_samples(result, ("dispatch",))[4]
     call = _probe_samples(result, ("call",))[4]
+    queued = _probe_samples(result, ("queued",))[4]
     return Coordinator.model_validate(
         {
             "dispatch": f"{float(np.median(dispatch))} s",
             "call": f"{float(np.median(call))} s",
+            "queued": f"{float(np.median(queued))} s",
             "samples": len(dispatch),
         }
     )
@@ -381,7 +383,9 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         coordinator = measure_coordinator(device)
         say(
             f"coordinator (ClusterCoordinator round trips): dispatch a closure "
-            f"{coordinator.dispatch * 1e3:.3g} ms, call on a server {coordinator.call * 1e3:.3g} ms"
+            f"{coordinator.dispatch * 1e3:.3g} ms, queued closures "
+            f"{(coordinator.queued or 0) * 1e3:.3g} ms each, call on a server "
+            f"{coordinator.call * 1e3:.3g} ms"
         )
     updates: list[UpdateEntry] = []
     for spec in specs:

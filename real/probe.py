@@ -122,7 +122,9 @@ def allreduce(job: dict[str, Any]) -> None:
 def coordinator(job: dict[str, Any]) -> None:
     """The cost of ClusterCoordinator's own round trips, with one worker and one server:
     `dispatch`: schedule a closure that touches a variable on the server and fetch its
-    result (what every update pays under parameter servers); `call`: a function the
+    result (what a synchronous round's closures pay); `queued`: closures scheduled back to
+    back and joined, per closure (what an asynchronous job's closures pay: the next is
+    dispatched as the last ends, results are fetched later); `call`: a function the
     coordinator runs itself on a server variable (what a synchronous round's update
     pays). Nothing of any size moves: this is latency, not bandwidth."""
     import tensorflow as tf
@@ -155,6 +157,19 @@ def coordinator(job: dict[str, Any]) -> None:
                 protocol.emit(
                     {"event": "probe", "worker": 0, "kind": kind, "bytes": 4, "time_s": seconds}
                 )
+    # closures queued back to back, as an asynchronous job schedules them: what each costs
+    # when the next is dispatched as the last ends and results are fetched later
+    for _ in range(job["repeats"]):
+        coord.schedule(closure)
+    coord.join()  # warm-up
+    for _ in range(job["warmup"]):
+        started = time.perf_counter()
+        queued = [coord.schedule(closure) for _ in range(job["repeats"])]
+        coord.join()
+        seconds = (time.perf_counter() - started) / len(queued)
+        protocol.emit(
+            {"event": "probe", "worker": 0, "kind": "queued", "bytes": 4, "time_s": seconds}
+        )
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
 
 

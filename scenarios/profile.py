@@ -100,6 +100,8 @@ class Coordinator(_Strict):
 
     dispatch: PositiveSeconds  # schedule a closure on a worker and fetch its result
     call: PositiveSeconds  # the coordinator runs a function on a server variable
+    # closures scheduled back to back and joined, per closure (None in older profiles)
+    queued: PositiveSeconds | None = None
     samples: int = Field(default=0, ge=0)
 
 
@@ -288,6 +290,7 @@ def dump_profile(profile: Profile) -> str:
         document["coordinator"] = {
             "dispatch": seconds(c.dispatch),
             "call": seconds(c.call),
+            **({"queued": seconds(c.queued)} if c.queued is not None else {}),
             "samples": c.samples,
         }
     if profile.updates:

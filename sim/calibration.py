@@ -15,9 +15,13 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   Collectives and parameter servers are predicted from it by their algorithms; the
   profile's `allreduce` fits are never used to predict (they only report the fit).
 - **coordinator** (parameter servers): the round trips of the framework's coordinator,
-  measured with nothing of any size moved: every update waits for its closure to be
-  dispatched to the worker (`dispatch`, before the pull), and a synchronous round's update
-  is one call the coordinator makes on the servers once the gradients are in (`call`).
+  measured with nothing of any size moved: every update waits for its closure to reach
+  the worker, before the pull: `dispatch` (a closure scheduled and its result fetched) in
+  a synchronous round, whose coordinator fetches every closure before it applies the
+  update; `queued` (closures scheduled back to back, per closure) under asynchronous
+  training, whose closures are queued and fetched later. A synchronous round's update is
+  one call the coordinator makes on the servers once the gradients are in (`call`, or the
+  measured `update` below).
 - **update** (parameter servers): the optimizer's update of the point's model on its
   number of servers, applied by one coordinator call (`updates`, measured alone). It is
   the synchronous round's closing call (in place of the bare `call`), and each
@@ -185,10 +189,16 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
                 f"{spec.cluster.profile}; the update costs the bare coordinator call"
             )
         if profile.coordinator is not None:
-            coordinator = (profile.coordinator.dispatch, profile.coordinator.call)
+            c = profile.coordinator
+            if spec.strategy.sync or c.queued is None:
+                coordinator = (c.dispatch, c.call)
+                how = "dispatched and fetched"
+            else:  # an asynchronous job queues its closures: results are fetched later
+                coordinator = (c.queued, c.call)
+                how = "queued back to back"
             used.append(
-                f"coordinator: dispatch {coordinator[0] * 1e3:.3g} ms per closure, "
-                f"update call {coordinator[1] * 1e3:.3g} ms per synchronous round"
+                f"coordinator: {coordinator[0] * 1e3:.3g} ms per closure ({how}), "
+                f"call {coordinator[1] * 1e3:.3g} ms"
             )
         else:
             not_found.append(
