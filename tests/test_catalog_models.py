@@ -257,6 +257,27 @@ def test_pure_python_layer_table_for_resized_models() -> None:
         ({"builder": "small_cnn", "dense": -1}, "'dense' must be a positive integer"),
     ],
 )
+def test_variable_sizes_are_kernel_then_bias_per_layer() -> None:
+    keras_layers = _keras_layers()
+    # Keras creates each Dense/Conv2D layer's kernel, then its bias
+    assert keras_layers.variable_sizes({"builder": "mlp"}) == [
+        64 * 1024,
+        1024,
+        1024 * 1024,
+        1024,
+        1024 * 10,
+        10,
+    ]
+    cnn = {"builder": "small_cnn", "input_shape": [4, 5, 2], "filters": [3, 7], "dense": 6}
+    want = [9 * 2 * 3, 3, 9 * 3 * 7, 7, 4 * 5 * 7 * 6, 6, 6 * 10, 10]
+    assert keras_layers.variable_sizes(cnn) == want
+    for spec in ({"builder": "mlp"}, cnn, {"builder": "small_cnn"}):
+        rows = keras_layers.layer_table(spec)
+        sizes = keras_layers.variable_sizes(spec)
+        pairs = zip(sizes[0::2], sizes[1::2], strict=True)
+        assert [kernel + bias for kernel, bias in pairs] == [r["params"] for r in rows]
+
+
 def test_layer_table_rejects_bad_specs(spec: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _keras_layers().layer_table(spec)

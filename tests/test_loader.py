@@ -231,3 +231,17 @@ cluster: {device: cpu}
 """
     spec = loads(doc).points[0].spec
     assert spec.model.total_params == 64 * 2048 + 2048 + 2048 * 2048 + 2048 + 2048 * 10 + 10
+
+
+def test_model_variables_in_creation_order() -> None:
+    # a computable builder lists kernel and bias per layer (what ParameterServerStrategy
+    # deals round-robin to its servers); a catalog model without that detail, and a
+    # hand-written layer table, count one variable per layer; totals alone, one variable
+    mlp = loads(MINIMAL.replace("model: resnet50", "model: mlp")).points[0].spec.model
+    assert mlp.variables() == [65536, 1024, 1048576, 1024, 10240, 10]
+    resnet = loads(MINIMAL).points[0].spec.model
+    assert resnet.layers is not None
+    assert resnet.variables() == [ly.params for ly in resnet.layers if ly.params > 0]
+    assert sum(resnet.variables()) == resnet.total_params
+    resized = loads(MINIMAL.replace("model: resnet50", "model: {params: 3e6}"))
+    assert resized.points[0].spec.model.variables() == [3e6]

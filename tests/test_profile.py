@@ -406,3 +406,87 @@ def test_measured_startup_is_the_restart(tmp_path: Path) -> None:
     )
     assert row["failures"] == 1
     assert row["recovery_time_s"] == pytest.approx(2.0 + 9.0, rel=1e-9)
+
+
+QUEUED = 5e-3  # s, per closure when closures are queued back to back
+UPDATE = 12e-3  # s, the model's update on its server, one coordinator call
+COORDINATOR = (
+    f"coordinator: {{dispatch: {DISPATCH * 1e3} ms, call: {CALL * 1e3} ms, "
+    f"queued: {QUEUED * 1e3} ms}}\n"
+    f"updates: [{{model: toy, dtype: float32, servers: 1, time: {UPDATE * 1e3} ms}}]\n"
+)
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_measured_update_and_queued_dispatch(tmp_path: Path, sync: bool) -> None:
+    # a synchronous round ends with the measured update call (not the bare call) and its
+    # closures are dispatched and fetched; an asynchronous closure is queued (QUEUED), and
+    # its push waits for the servers to apply it: the update less one bare call
+    strategy = f"strategy={{kind: parameter_server, servers: 1, sync: {str(sync).lower()}}}"
+    row = simulate(write(tmp_path, PROFILE + COORDINATOR), strategy, "sim.network_model=analytical")
+    transfers = 2 * (ALPHA + S / BETA)
+    if sync:
+        expected = STEP_1 + transfers + DISPATCH + UPDATE
+    else:
+        expected = STEP_1 + transfers + QUEUED + (UPDATE - CALL)
+    assert 1 / row["throughput_samples_per_s"] * 10 == pytest.approx(expected, rel=1e-9)
+
+
+def test_update_of_another_server_count_is_not_used(tmp_path: Path) -> None:
+    # measured for one server only: with two, the round ends with the bare call, and the
+    # simulation says so in the calibration's not_found
+    strategy = "strategy={kind: parameter_server, servers: 2, sync: true}"
+    point = load(write(tmp_path, PROFILE + COORDINATOR), [strategy]).points[0]
+    calibration = Simulation(point.spec, profile=point.profile).calibration
+    assert calibration is not None and calibration.update_s is None
+    assert any(line.startswith("update: no entry") for line in calibration.not_found)
+
+
+def test_profile_update_and_restart_round_trip(tmp_path: Path) -> None:
+    restarts = (
+        "restarts: [{model: toy, batch_per_worker: 10, dtype: float32, "
+        "strategy: allreduce/ring, workers: 2, servers: 0, time: 11.5 s}]\n"
+    )
+    profile = load_profile(write(tmp_path, PROFILE + COORDINATOR + restarts).parent / "box.yaml")
+    assert profile.update("toy", "float32", 1) == pytest.approx(UPDATE)
+    assert profile.update("toy", "float32", 2) is None
+    assert profile.coordinator is not None and profile.coordinator.queued == pytest.approx(QUEUED)
+    assert profile.restart("toy", 10, "float32", "allreduce/ring", 2, 0) == pytest.approx(11.5)
+    assert profile.restart("toy", 10, "float32", "allreduce/ring", 3, 0) is None
+    (tmp_path / "again.yaml").write_text(dump_profile(profile))
+    assert load_profile(tmp_path / "again.yaml") == profile
+
+
+def test_measured_relaunch_wins_over_startup(tmp_path: Path) -> None:
+    # the job relaunched from its checkpoint, measured for this strategy and worker count,
+    # is the restart; the single-worker start-up is only the fallback
+    profile = PROFILE.replace(
+        "step_time: 7.0 ms, steps: 50}", "step_time: 7.0 ms, steps: 50, startup: 9 s}"
+    ) + (
+        "restarts: [{model: toy, batch_per_worker: 10, dtype: float32, "
+        "strategy: allreduce/ring, workers: 2, servers: 0, time: 11.5 s}]\n"
+    )
+    row = simulate(
+        write(tmp_path, profile),
+        "cluster.devices_per_host=2",
+        "failures=[{role: worker, index: 1, at_step: 3, downtime: 2 s}]",
+        "checkpoint={every_steps: 2, restart_overhead: 30 s}",
+        "training.steps=6",
+    )
+    assert row["failures"] == 1
+    assert row["recovery_time_s"] == pytest.approx(2.0 + 11.5, rel=1e-9)
+
+
+def test_servers_hold_variables_round_robin(tmp_path: Path) -> None:
+    # TensorFlow deals an MLP's variables (kernel, bias per layer, in creation order) to two
+    # servers in turn: every kernel on the first, every bias on the second. One worker,
+    # analytical network: push and pull each take as long as the first server's share
+    scenario = SCENARIO.replace(
+        "model: {name: toy, params: 1e6, flops_per_sample: 1 GFLOP}",
+        "model: {name: toy, keras: {builder: mlp, inputs: 64, hidden: [1024, 1024]}}",
+    )
+    strategy = "strategy={kind: parameter_server, servers: 2, sync: true}"
+    row = simulate(write(tmp_path, scenario=scenario), strategy, "sim.network_model=analytical")
+    kernels = 64 * 1024 + 1024 * 1024 + 1024 * 10
+    expected = STEP_1 + 2 * (ALPHA + 4 * kernels / BETA)
+    assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)

@@ -11,11 +11,16 @@ from sim.simulation import Simulation
 
 
 def test_real_jitter_and_hiccups_are_the_simulated_ones() -> None:
-    spec = make_spec(**{
-        "cluster.hosts": 1, "cluster.devices_per_host": 3, "training.steps": 40,
-        "stragglers.jitter": 0.3, "stragglers.slow": [{"workers": [2], "factor": 1.5}],
-        "stragglers.transient": {"probability": 0.2, "delay": "50 ms"},
-    })
+    spec = make_spec(
+        **{
+            "cluster.hosts": 1,
+            "cluster.devices_per_host": 3,
+            "training.steps": 40,
+            "stragglers.jitter": 0.3,
+            "stragglers.slow": [{"workers": [2], "factor": 1.5}],
+            "stragglers.transient": {"probability": 0.2, "delay": "50 ms"},
+        }
+    )
     sim = Simulation(spec)
     total = spec.training.warmup_steps + spec.training.steps
     for job in jobs_for(spec):
