@@ -52,7 +52,7 @@ from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, require_gpu
 
 #: message sizes probed (bytes): 1 KiB to 32 MiB, roughly x8 apart
 SIZES = (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 21, 1 << 23, 1 << 25)
-REPEATS = 7
+REPEATS = 15
 WARMUP = 2
 #: steps timed per compute measurement (after the scenario's warm-up steps)
 COMPUTE_STEPS = 100

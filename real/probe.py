@@ -30,6 +30,7 @@ def transfer(job: dict[str, Any]) -> None:
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     tf.config.experimental_connect_to_cluster(resolver.cluster_spec(), job_name="chief")
     protocol.emit({"event": "ready", "worker": 0, "time": time.time()})
+    probes = []
     for nbytes in job["sizes"]:
         n = max(1, nbytes // 4)
         local = tf.random.uniform((n,))
@@ -48,31 +49,27 @@ def transfer(job: dict[str, Any]) -> None:
         for _ in range(job["warmup"]):
             pull().numpy()
             push()
-        for _ in range(job["repeats"]):
+        probes.append((n * 4, remote, pull, push))
+    # every size once per round, round after round: a slow spell of the machine falls on
+    # all sizes alike instead of bending the fit at the sizes it happened to hit
+    for _ in range(job["repeats"]):
+        for nbytes, remote, pull, push in probes:
             started = time.perf_counter()
             pull().numpy()
             middle = time.perf_counter()
             push()
             remote.read_value()[0].numpy()  # wait for the write (a tiny read back)
             ended = time.perf_counter()
-            protocol.emit(
-                {
-                    "event": "probe",
-                    "worker": 0,
-                    "kind": "pull",
-                    "bytes": n * 4,
-                    "time_s": middle - started,
-                }
-            )
-            protocol.emit(
-                {
-                    "event": "probe",
-                    "worker": 0,
-                    "kind": "push",
-                    "bytes": n * 4,
-                    "time_s": ended - middle,
-                }
-            )
+            for kind, seconds in (("pull", middle - started), ("push", ended - middle)):
+                protocol.emit(
+                    {
+                        "event": "probe",
+                        "worker": 0,
+                        "kind": kind,
+                        "bytes": nbytes,
+                        "time_s": seconds,
+                    }
+                )
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
 
 

@@ -512,14 +512,40 @@ def run(scenario: Scenario, progress: Any = None, trace: bool = False) -> list[R
         check_supported(point.spec)
     if any(p.spec.real.device == "gpu" for p in scenario.points):
         require_gpu()
+    runs: dict[str, list[RealPoint]] = {p.id: [] for p in scenario.points}
     done = []
-    for point in scenario.points:
-        done.append(run_point(point))
-        if trace:
-            done[-1].trace = trace_of(point.spec, point.id, done[-1].steps)
-        if progress:
-            progress(done[-1])
-    return done
+    rounds = max(p.spec.real.repeats for p in scenario.points)
+    for repetition in range(rounds):  # interleaved: a slow spell falls on every point alike
+        for point in scenario.points:
+            if repetition >= point.spec.real.repeats:
+                continue
+            runs[point.id].append(run_point(point))
+            if repetition + 1 < point.spec.real.repeats:
+                continue
+            done.append(merge_repeats(runs[point.id]))
+            if trace:  # of the first run
+                first = done[-1].steps
+                done[-1].trace = trace_of(
+                    point.spec, point.id, first[first["replication"] == 0].copy()
+                )
+            if progress:
+                progress(done[-1])
+    order = {p.id: i for i, p in enumerate(scenario.points)}
+    return sorted(done, key=lambda r: order[r.point_id])
+
+
+def merge_repeats(runs: list[RealPoint]) -> RealPoint:
+    """One point's repeated runs as one: the mean of every figure with 95% half-widths of
+    the headline ones (`scenarios.stats.combine`, as the simulator combines replications),
+    `replications` the number of runs; the step records of all, `replication` the run."""
+    from scenarios.stats import combine
+
+    frames = [run.steps.assign(replication=i) for i, run in enumerate(runs)]
+    row = combine([run.row for run in runs]) if len(runs) > 1 else {**runs[0].row}
+    row.setdefault("replications", 1)
+    row["wall_time_s"] = sum(run.row["wall_time_s"] for run in runs)
+    steps = pd.concat(frames, ignore_index=True)
+    return RealPoint(runs[0].point_id, row, steps)
 
 
 def require_gpu() -> None:

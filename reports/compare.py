@@ -152,10 +152,15 @@ def series_labels(frame: pd.DataFrame, metas: Sequence[Mapping[str, Any]]) -> li
     return labels
 
 
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
+def kendall_tau_b(
+    x: Sequence[float], y: Sequence[float], y_resolution: Sequence[float] | None = None
+) -> float | None:
     """Kendall's tau-b rank correlation of two paired samples, ties counted (Kendall 1945).
 
     tau_b = (concordant - discordant) / sqrt((n0 - ties_x) (n0 - ties_y)), n0 = n(n-1)/2.
+    With `y_resolution` (per pair of samples, the smallest difference of y that the
+    measurement tells apart), two y closer than that are a tie: a pair the measurement
+    cannot order is neither concordant nor discordant.
     None when it is undefined: fewer than two pairs, or one sample all ties."""
     a = np.asarray(x, dtype=float)
     b = np.asarray(y, dtype=float)
@@ -167,6 +172,11 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
     i, j = np.triu_indices(n, k=1)  # every unordered pair once; O(n^2), n is a sweep's size
     dx = np.sign(a[i] - a[j])
     dy = np.sign(b[i] - b[j])
+    if y_resolution is not None:
+        resolution = np.asarray(y_resolution, dtype=float)
+        if resolution.shape != dx.shape:
+            raise ValueError("y_resolution needs one value per pair, n(n-1)/2 of them")
+        dy[np.abs(b[i] - b[j]) <= resolution] = 0
     n0 = n * (n - 1) / 2
     ties_x = float(np.sum(dx == 0))
     ties_y = float(np.sum(dy == 0))
@@ -174,6 +184,52 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
     if denominator == 0:
         return None
     return float(np.sum(dx * dy)) / denominator
+
+
+def run_to_run_noise(rows: pd.DataFrame) -> tuple[float, int] | None:
+    """Pooled relative standard deviation of one run's throughput, from real rows repeated
+    (`replications` >= 2, their 95% half-widths): (sigma, degrees of freedom), or None
+    without repeated rows. Each row's sd = half-width x sqrt(R) / t95(R - 1); the pool is
+    the root of the dof-weighted mean of (sd / mean)^2."""
+    from scenarios.stats import t95
+
+    if "replications" not in rows or "throughput_ci95_samples_per_s" not in rows:
+        return None
+    squares, dof = 0.0, 0
+    for row in rows.to_dict(orient="records"):
+        runs = int(row.get("replications") or 1)
+        half, mean = row["throughput_ci95_samples_per_s"], row["throughput_samples_per_s"]
+        if runs < 2 or not (math.isfinite(half) and mean > 0):
+            continue
+        sd = half * math.sqrt(runs) / t95(runs - 1)
+        squares += (runs - 1) * (sd / mean) ** 2
+        dof += runs - 1
+    return (math.sqrt(squares / dof), dof) if dof else None
+
+
+def resolution(
+    means: Sequence[float], runs: Sequence[int], noise: tuple[float, int]
+) -> list[float]:
+    """Per pair (i < j, row-major), the smallest difference of two real means the runs
+    tell apart at 95%: t95(dof) x sigma x sqrt(m_i^2 / R_i + m_j^2 / R_j), sigma the pooled
+    relative run-to-run noise (`run_to_run_noise`)."""
+    from scenarios.stats import t95
+
+    sigma, dof = noise
+    m = np.asarray(means, dtype=float)
+    r = np.asarray(runs, dtype=float)
+    i, j = np.triu_indices(len(m), k=1)
+    return list(t95(dof) * sigma * np.sqrt(m[i] ** 2 / r[i] + m[j] ** 2 / r[j]))
+
+
+def _runs(row: Mapping[str, Any]) -> int:
+    """How many runs a row's figures are the mean of (1 unless `replications` says more)."""
+    value = row.get("replications", 1)
+    try:
+        runs = int(value)
+    except (TypeError, ValueError):
+        return 1
+    return runs if runs >= 1 else 1
 
 
 def relative_error(sim: float, real: float) -> float:
@@ -207,6 +263,8 @@ PAIR_COLUMNS = (
     "sim_throughput",
     "real_throughput",
     "throughput_error",
+    "real_runs",
+    "real_throughput_ci95",
 )
 
 
@@ -230,6 +288,8 @@ def agreement(frame: pd.DataFrame) -> Agreement:
                 "throughput_error": relative_error(
                     s["throughput_samples_per_s"], r["throughput_samples_per_s"]
                 ),
+                "real_runs": _runs(r),
+                "real_throughput_ci95": float(r.get("throughput_ci95_samples_per_s", math.nan)),
             }
         )
     pairs = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))

@@ -24,10 +24,11 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   measured `update` below).
 - **update** (parameter servers): the optimizer's update of the point's model on its
   number of servers, applied by one coordinator call (`updates`, measured alone). It is
-  the synchronous round's closing call (in place of the bare `call`), and each
-  asynchronous push waits for it less one bare call (the closure applies its own
-  gradients on the servers). It grows with the servers: the update's ops read the
-  optimizer's scalars across servers.
+  the synchronous round's closing call (in place of the bare `call`). It grows with the
+  servers: the update's ops read the optimizer's scalars across servers. Asynchronous
+  closures do not make this call: each applies its own gradients, every variable's on its
+  server as that gradient arrives, so the update rides on the push (and the call's
+  averaging and zeroing of accumulators are not done at all).
 - **cores** (`machine.cpus`): moving a tensor between processes on loopback is CPU work
   (serialising, copying through the kernel, deserialising). The calibrated bandwidth is
   what one transfer achieves; each transfer in flight is taken to occupy one core, so the

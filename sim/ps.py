@@ -98,10 +98,10 @@ class ParameterServerTraining(Training):
         self.dispatch_s: float = timing[0]
         self.call_s: float = timing[1]
         # the measured update of the whole model on the servers, one coordinator call: it
-        # ends a synchronous round; an asynchronous push waits for it less the bare call
+        # ends a synchronous round. An asynchronous closure applies its own gradients, each
+        # variable's on its server as that gradient arrives: the update rides on the push
         update = cal.update_s if cal else None
         self.update_s: float = update if update is not None else self.call_s
-        self.apply_s: float = max(self.update_s - self.call_s, 0.0) if update is not None else 0.0
         self.workers = [Worker(self, w) for w in range(sim.workers)]
         if self.sync:
             self.spawn(self.coordinate())
@@ -254,8 +254,6 @@ class ParameterServerTraining(Training):
         yield from self.compute(worker, iteration)
         push_start = env.now
         yield env.all_of(self.push_async(me, worker))
-        if self.apply_s:  # the servers apply this push's update before the closure ends
-            yield env.timeout(self.apply_s)
         worker.inflight = []
         worker.staleness = sim.completed - version
         worker.spans = [(vocab.PULL, pull_start, pulled), (vocab.PUSH, push_start, env.now)]

@@ -19,9 +19,10 @@ from scenarios import vocab
 from scenarios.loader import Point, Scenario
 from scenarios.profile import Profile
 from scenarios.spec import RandomFailure, ScenarioSpec
+from scenarios.stats import combine
 
 from .failures import daly_interval, young_interval
-from .metrics import combine, summarize
+from .metrics import summarize
 from .simulation import Simulation
 
 

@@ -240,23 +240,6 @@ def test_pure_python_layer_table_for_resized_models() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [
-        ({"builder": "resnet50"}, "use the catalog entry"),
-        ({"builder": "alexnet", "classes": 10}, "use the catalog entry"),
-        ({"builder": "lenet"}, "unknown keras builder 'lenet'"),
-        ({}, "unknown keras builder None"),
-        ("mlp", "must be a mapping"),
-        ({"builder": "mlp", "hiden": [8]}, "unknown key"),
-        ({"builder": "mlp", "classes": 0}, "'classes' must be a positive integer"),
-        ({"builder": "mlp", "classes": True}, "'classes' must be a positive integer"),
-        ({"builder": "mlp", "hidden": 8}, "'hidden' must be a list"),
-        ({"builder": "mlp", "hidden": [8, 2.5]}, r"'hidden\[1\]' must be a positive integer"),
-        ({"builder": "small_cnn", "input_shape": [8, 8]}, "'input_shape' must have 3 entries"),
-        ({"builder": "small_cnn", "dense": -1}, "'dense' must be a positive integer"),
-    ],
-)
 def test_variable_sizes_are_kernel_then_bias_per_layer() -> None:
     keras_layers = _keras_layers()
     # Keras creates each Dense/Conv2D layer's kernel, then its bias
@@ -278,6 +261,23 @@ def test_variable_sizes_are_kernel_then_bias_per_layer() -> None:
         assert [kernel + bias for kernel, bias in pairs] == [r["params"] for r in rows]
 
 
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"builder": "resnet50"}, "use the catalog entry"),
+        ({"builder": "alexnet", "classes": 10}, "use the catalog entry"),
+        ({"builder": "lenet"}, "unknown keras builder 'lenet'"),
+        ({}, "unknown keras builder None"),
+        ("mlp", "must be a mapping"),
+        ({"builder": "mlp", "hiden": [8]}, "unknown key"),
+        ({"builder": "mlp", "classes": 0}, "'classes' must be a positive integer"),
+        ({"builder": "mlp", "classes": True}, "'classes' must be a positive integer"),
+        ({"builder": "mlp", "hidden": 8}, "'hidden' must be a list"),
+        ({"builder": "mlp", "hidden": [8, 2.5]}, r"'hidden\[1\]' must be a positive integer"),
+        ({"builder": "small_cnn", "input_shape": [8, 8]}, "'input_shape' must have 3 entries"),
+        ({"builder": "small_cnn", "dense": -1}, "'dense' must be a positive integer"),
+    ],
+)
 def test_layer_table_rejects_bad_specs(spec: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _keras_layers().layer_table(spec)

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reports import cli
-from reports.compare import kendall_tau_b, mape, relative_error
+from reports.compare import kendall_tau_b, mape, relative_error, resolution, run_to_run_noise
 from reports.plots import breakdown_shares
 from reports.render import SECTIONS
 from reports.timeline import MAX_STEPS, MAX_WORKERS, from_steps, window
@@ -56,6 +56,41 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 )
 def test_kendall_tau_b_known_values(x: list[float], y: list[float], expected: float) -> None:
     assert kendall_tau_b(x, y) == pytest.approx(expected, abs=1e-12)
+
+
+def test_pairs_the_measurement_cannot_order_are_ties() -> None:
+    # real 100 and 101 are closer than the resolution 5: a tie; the simulator's order of
+    # them counts neither way. Pairs (0,1) tie, (0,2) and (1,2) concordant: 2 / sqrt(3 x 2)
+    sim, real = [102.0, 100.0, 200.0], [100.0, 101.0, 200.0]
+    assert kendall_tau_b(sim, real) == pytest.approx(1 / 3)
+    assert kendall_tau_b(sim, real, [5.0, 5.0, 5.0]) == pytest.approx(2 / math.sqrt(6))
+    with pytest.raises(ValueError, match="one value per pair"):
+        kendall_tau_b(sim, real, [5.0])
+
+
+def test_run_to_run_noise_pools_repeated_points() -> None:
+    # two points of 2 runs each: sd = half-width x sqrt(2) / 12.706; relative sds 1% and
+    # 3% pool to sqrt((0.01^2 + 0.03^2) / 2); a point run once adds nothing
+    t = 12.706
+    rows = pd.DataFrame(
+        {
+            "replications": [2, 2, 1],
+            "throughput_samples_per_s": [100.0, 200.0, 50.0],
+            "throughput_ci95_samples_per_s": [
+                0.01 * 100 * t / math.sqrt(2),
+                0.03 * 200 * t / math.sqrt(2),
+                0.0,
+            ],
+        }
+    )
+    noise = run_to_run_noise(rows)
+    assert noise is not None
+    sigma, dof = noise
+    assert dof == 2 and sigma == pytest.approx(math.sqrt((0.01**2 + 0.03**2) / 2))
+    # 95% resolution of two means of 2 runs: t95(2) x sigma x sqrt(m1^2/2 + m2^2/2)
+    (gap,) = resolution([100.0, 200.0], [2, 2], noise)
+    assert gap == pytest.approx(4.303 * sigma * math.sqrt(100**2 / 2 + 200**2 / 2))
+    assert run_to_run_noise(rows.assign(replications=1)) is None
 
 
 @pytest.mark.parametrize(("x", "y"), [([], []), ([1.0], [2.0]), ([1, 2, 3], [5, 5, 5])])

@@ -19,16 +19,27 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import pandas as pd
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reports.compare import agreement, combine, mape  # noqa: E402
+from reports.compare import (  # noqa: E402
+    agreement,
+    combine,
+    kendall_tau_b,
+    mape,
+    resolution,
+    run_to_run_noise,
+)
 from reports.load import load_run  # noqa: E402
 from scenarios.results import write_atomic  # noqa: E402
 
@@ -69,6 +80,43 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.1%}" if abs(x) < 10 else f"{x:+.0%}"
 
 
+def _with_spread(row: Any) -> str:
+    """A real throughput, with its 95% half-width over the runs where there are several."""
+    mean, half = float(row["real_throughput"]), float(row["real_throughput_ci95"])
+    runs = int(row["real_runs"])
+    if runs < 2 or not math.isfinite(half):
+        return f"{mean:,.0f}"
+    return f"{mean:,.0f} ± {half:,.0f} ({runs} runs)"
+
+
+def _apart(pairs: pd.DataFrame, noise: tuple[float, int]) -> tuple[int, int]:
+    """(pairs of points the real runs tell apart, all pairs)."""
+    means = list(pairs["real_throughput"])
+    gaps = resolution(means, list(pairs["real_runs"]), noise)
+    i, j = np.triu_indices(len(means), k=1)
+    apart = sum(abs(means[a] - means[b]) > g for a, b, g in zip(i, j, gaps, strict=True))
+    return int(apart), len(gaps)
+
+
+def _noise_paragraph(
+    noise: tuple[float, int] | None, resolved: list[tuple[str, float | None, tuple[int, int]]]
+) -> str:
+    if noise is None:
+        return "Every point ran once (`real.repeats: 1`): the run-to-run noise is not measured."
+    sigma, dof = noise
+    parts = ", ".join(
+        f"{name} {'n/a' if tau is None else f'{tau:.2f}'} ({apart} of {total} pairs apart)"
+        for name, tau, (apart, total) in resolved
+    )
+    return (
+        f"Run-to-run noise of one real run's throughput, pooled over the repeated points "
+        f"({dof} degrees of freedom): {100 * sigma:.1f}%. Two points count as ordered by "
+        f"the real runs when their mean throughputs differ by more than t95 x that noise x "
+        f"sqrt(m1^2/R1 + m2^2/R2); Kendall tau-b with the pairs closer than that as ties: "
+        f"{parts}."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="validate")
     parser.add_argument("--reuse", action="store_true", help="keep complete result directories")
@@ -85,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         files = [f for f in files if f.stem in args.only]
     sections, all_errors, all_step_errors, taus, above = [], [], [], [], []
     machine: dict[str, object] = {}
+    results = []
     for scenario in files:
         out = ROOT / "runs" / "validation" / scenario.stem
         if args.resimulate and (out / "real").is_dir():
@@ -93,17 +142,36 @@ def main(argv: list[str] | None = None) -> int:
             run_compare(scenario, out)
         profile = yaml.safe_load((out / "profile.yaml").read_text())
         machine = profile.get("machine", machine)
-        result = agreement(combine([load_run(out / "sim"), load_run(out / "real")]))
+        real = load_run(out / "real")
+        results.append((scenario, agreement(combine([load_run(out / "sim"), real])), real))
+    # the machine's run-to-run noise, pooled over every repeated real point of the suite
+    noise = run_to_run_noise(pd.concat([real.results for _, _, real in results]))
+    resolved_taus = []
+    for scenario, result, _ in results:
         pairs = result.pairs
         all_errors += list(pairs["throughput_error"])
         all_step_errors += list(pairs["step_time_error"])
         taus.append((scenario.stem, result.tau))
+        resolved = None
+        if noise is not None:
+            resolved = kendall_tau_b(
+                list(pairs["sim_throughput"]),
+                list(pairs["real_throughput"]),
+                resolution(list(pairs["real_throughput"]), list(pairs["real_runs"]), noise),
+            )
+            resolved_taus.append((scenario.stem, resolved, _apart(pairs, noise)))
         lines = [
             f"### {scenario.stem} (`scenarios/validation/{scenario.name}`)",
             "",
             f"Throughput MAPE {result.mape_throughput:.1f}%, step-time MAPE "
             f"{result.mape_step_time:.1f}%, Kendall tau-b "
             + ("n/a" if result.tau is None else f"{result.tau:.2f}")
+            + (
+                ""
+                if noise is None
+                else ", over the pairs the real runs tell apart "
+                + ("n/a" if resolved is None else f"{resolved:.2f}")
+            )
             + f". Calibration: `runs/validation/{scenario.stem}/profile.yaml`.",
             "",
             "| point | configuration | workers | sim step | real step | error | sim samples/s "
@@ -115,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {row['point']} | {row['label']} | {row['workers']} "
                 f"| {row['sim_step_time_s'] * 1e3:.1f} ms | {row['real_step_time_s'] * 1e3:.1f} ms "
                 f"| {_pct(row['step_time_error'])} | {row['sim_throughput']:,.0f} "
-                f"| {row['real_throughput']:,.0f} | {_pct(row['throughput_error'])} |"
+                f"| {_with_spread(row)} | {_pct(row['throughput_error'])} |"
             )
             if abs(row["throughput_error"]) > TARGET_PCT / 100:
                 above.append(f"{scenario.stem}: {row['point']} ({_pct(row['throughput_error'])})")
@@ -152,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         + ".",
         "",
         "Points above the target: " + ("; ".join(above) if above else "none") + ".",
+        "",
+        _noise_paragraph(noise, resolved_taus),
         "",
         "## Analysis",
         "",
