@@ -542,6 +542,9 @@ def merge_repeats(runs: list[RealPoint]) -> RealPoint:
 
     frames = [run.steps.assign(replication=i) for i, run in enumerate(runs)]
     row = combine([run.row for run in runs]) if len(runs) > 1 else {**runs[0].row}
+    # what the point is (workers, steps, ...) stays as it is: only measurements are averaged
+    identity = vocab.RESULT_COLUMNS[: vocab.RESULT_COLUMNS.index("steps") + 1]
+    row.update({k: runs[0].row[k] for k in (*identity, "device") if k in runs[0].row})
     row.setdefault("replications", 1)
     row["wall_time_s"] = sum(run.row["wall_time_s"] for run in runs)
     steps = pd.concat(frames, ignore_index=True)

@@ -60,6 +60,7 @@ def test_runs_are_interleaved_and_combined(monkeypatch: pytest.MonkeyPatch) -> N
     assert [p.point_id for p in done] == [first, second]
     one = done[0].row
     assert one["replications"] == 3
+    assert one["workers"] == 1 and isinstance(one["workers"], int)  # identity, not averaged
     assert one["throughput_samples_per_s"] == pytest.approx(110.0)
     # Student's t with 2 degrees of freedom (4.303) x sample sd 10 / sqrt(3)
     assert one["throughput_ci95_samples_per_s"] == pytest.approx(4.303 * 10 / math.sqrt(3))
