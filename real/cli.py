@@ -89,6 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = provenance(
         scenario, "real", {"wall_time_s": time.perf_counter() - started, "cwd": os.getcwd()}
     )
+    runs = {p.point_id: p.runs for p in points if p.runs}
+    if runs:  # real.repeats: every run's own figures, beside the means in results.csv
+        meta["runs"] = runs
     traces = {p.point_id: p.trace for p in points if p.trace is not None}
     write_run(out_dir, results, steps, meta, traces)
     if not args.quiet:

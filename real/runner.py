@@ -144,6 +144,8 @@ class RealPoint:
     row: dict[str, Any]
     steps: pd.DataFrame
     trace: str | None = None
+    # with real.repeats: each run's headline figures, in the order run
+    runs: list[dict[str, float]] | None = None
 
 
 def trace_of(spec: ScenarioSpec, point_id: str, steps: pd.DataFrame) -> str:
@@ -548,7 +550,12 @@ def merge_repeats(runs: list[RealPoint]) -> RealPoint:
     row.setdefault("replications", 1)
     row["wall_time_s"] = sum(run.row["wall_time_s"] for run in runs)
     steps = pd.concat(frames, ignore_index=True)
-    return RealPoint(runs[0].point_id, row, steps)
+    figures = [{key: float(run.row[key]) for key in RUN_FIGURES if key in run.row} for run in runs]
+    return RealPoint(runs[0].point_id, row, steps, runs=figures if len(runs) > 1 else None)
+
+
+#: per run of a repeated point, what meta.json's `runs` keeps
+RUN_FIGURES = ("step_time_mean_s", "throughput_samples_per_s", "training_time_s")
 
 
 def require_gpu() -> None:

@@ -66,6 +66,9 @@ def test_runs_are_interleaved_and_combined(monkeypatch: pytest.MonkeyPatch) -> N
     assert one["throughput_ci95_samples_per_s"] == pytest.approx(4.303 * 10 / math.sqrt(3))
     assert one["wall_time_s"] == pytest.approx(30.0)
     assert list(done[0].steps["replication"]) == [0, 0, 1, 1, 2, 2]
+    # each run's own figures, for meta.json
+    assert done[0].runs is not None
+    assert [r["throughput_samples_per_s"] for r in done[0].runs] == [100.0, 110.0, 120.0]
 
 
 def test_one_run_is_the_run() -> None:
@@ -73,6 +76,7 @@ def test_one_run_is_the_run() -> None:
     assert merged.row["replications"] == 1
     assert merged.row["throughput_samples_per_s"] == 100.0
     assert "throughput_ci95_samples_per_s" not in merged.row
+    assert merged.runs is None
 
 
 def test_repeats_must_be_positive() -> None:
