@@ -197,7 +197,7 @@ def run_to_run_noise(rows: pd.DataFrame) -> tuple[float, int] | None:
         return None
     squares, dof = 0.0, 0
     for row in rows.to_dict(orient="records"):
-        runs = int(row.get("replications") or 1)
+        runs = _runs(row)
         half, mean = row["throughput_ci95_samples_per_s"], row["throughput_samples_per_s"]
         if runs < 2 or not (math.isfinite(half) and mean > 0):
             continue

@@ -74,7 +74,7 @@ def test_run_to_run_noise_pools_repeated_points() -> None:
     t = 12.706
     rows = pd.DataFrame(
         {
-            "replications": [2, 2, 1],
+            "replications": [2, 2, math.nan],  # a run without the column: one run
             "throughput_samples_per_s": [100.0, 200.0, 50.0],
             "throughput_ci95_samples_per_s": [
                 0.01 * 100 * t / math.sqrt(2),

@@ -98,22 +98,48 @@ def _apart(pairs: pd.DataFrame, noise: tuple[float, int]) -> tuple[int, int]:
     return int(apart), len(gaps)
 
 
+def _self_tau(real: Any) -> float | None:
+    """Kendall tau-b of the real runs against themselves: the throughput ranking of one run
+    of every point against another's (meta.json `runs`, mean over pairs of runs). What
+    agreement the machine's noise allows: no prediction can rank more surely than this."""
+    runs = real.meta.get("runs") or {}
+    points = list(real.results["point"])
+    if not points or any(len(runs.get(p, [])) < 2 for p in points):
+        return None
+    count = min(len(runs[p]) for p in points)
+    taus = [
+        kendall_tau_b(
+            [runs[p][a]["throughput_samples_per_s"] for p in points],
+            [runs[p][b]["throughput_samples_per_s"] for p in points],
+        )
+        for a in range(count)
+        for b in range(a + 1, count)
+    ]
+    defined = [t for t in taus if t is not None]
+    return float(np.mean(defined)) if defined else None
+
+
 def _noise_paragraph(
-    noise: tuple[float, int] | None, resolved: list[tuple[str, float | None, tuple[int, int]]]
+    noise: tuple[float, int] | None,
+    resolved: list[tuple[str, float | None, tuple[int, int], float | None]],
 ) -> str:
     if noise is None:
         return "Every point ran once (`real.repeats: 1`): the run-to-run noise is not measured."
     sigma, dof = noise
     parts = ", ".join(
         f"{name} {'n/a' if tau is None else f'{tau:.2f}'} ({apart} of {total} pairs apart)"
-        for name, tau, (apart, total) in resolved
+        for name, tau, (apart, total), _ in resolved
+    )
+    selves = ", ".join(
+        f"{name} {'n/a' if own is None else f'{own:.2f}'}" for name, _, _, own in resolved
     )
     return (
         f"Run-to-run noise of one real run's throughput, pooled over the repeated points "
         f"({dof} degrees of freedom): {100 * sigma:.1f}%. Two points count as ordered by "
         f"the real runs when their mean throughputs differ by more than t95 x that noise x "
         f"sqrt(m1^2/R1 + m2^2/R2); Kendall tau-b with the pairs closer than that as ties: "
-        f"{parts}."
+        f"{parts}. The real runs ranked against each other (one run of every point against "
+        f"another, Kendall tau-b; n/a where a run's figures were not kept): {selves}."
     )
 
 
@@ -147,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     # the machine's run-to-run noise, pooled over every repeated real point of the suite
     noise = run_to_run_noise(pd.concat([real.results for _, _, real in results]))
     resolved_taus = []
-    for scenario, result, _ in results:
+    for scenario, result, real in results:
         pairs = result.pairs
         all_errors += list(pairs["throughput_error"])
         all_step_errors += list(pairs["step_time_error"])
@@ -159,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                 list(pairs["real_throughput"]),
                 resolution(list(pairs["real_throughput"]), list(pairs["real_runs"]), noise),
             )
-            resolved_taus.append((scenario.stem, resolved, _apart(pairs, noise)))
+            resolved_taus.append((scenario.stem, resolved, _apart(pairs, noise), _self_tau(real)))
         lines = [
             f"### {scenario.stem} (`scenarios/validation/{scenario.name}`)",
             "",
