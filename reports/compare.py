@@ -222,7 +222,7 @@ def resolution(
     return list(t95(dof) * sigma * np.sqrt(m[i] ** 2 / r[i] + m[j] ** 2 / r[j]))
 
 
-def _runs(row: Mapping[str, Any]) -> int:
+def _runs(row: Mapping[Any, Any]) -> int:
     """How many runs a row's figures are the mean of (1 unless `replications` says more)."""
     value = row.get("replications", 1)
     try:
