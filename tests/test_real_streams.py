@@ -29,3 +29,32 @@ def test_real_jitter_and_hiccups_are_the_simulated_ones() -> None:
         assert _slowdowns(job, total) == pytest.approx(expected, rel=1e-12)
         assert job["hiccups"] == [sim.compute_delay(w, t) for t in range(total)]
     assert stragglers_of(spec, 2)["slow"] == 1.5 and stragglers_of(spec, 0)["slow"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("strategy", "failures", "stops"),
+    [
+        ({"kind": "allreduce"}, [{"role": "worker", "index": 1, "at_step": 2}], True),
+        ({"kind": "parameter_server"}, [{"role": "worker", "index": 1, "at_step": 2}], False),
+        ({"kind": "parameter_server"}, [{"role": "ps", "index": 0, "at_step": 2}], True),
+        ({"kind": "parameter_server"}, [{"role": "chief", "at_step": 2}], True),
+        ({"kind": "parameter_server"}, [{"random": {"mtbf_per_host": "1 h"}}], True),
+        ({"kind": "allreduce"}, [], False),
+    ],
+)
+def test_which_failures_have_a_relaunch_to_calibrate(
+    strategy: dict[str, object], failures: list[dict[str, object]], stops: bool
+) -> None:
+    # SCENARIO.md: a parameter-server worker rejoins alone (nothing is relaunched); any
+    # failure under all-reduce, a server's, the chief's, and random ones stop the job
+    from real.calibrate import _stops_job
+
+    spec = make_spec(
+        **{
+            "cluster.hosts": 1,
+            "cluster.devices_per_host": 2,
+            "strategy": strategy,
+            "failures": failures,
+        }
+    )
+    assert _stops_job(spec) is stops
