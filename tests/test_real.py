@@ -191,6 +191,47 @@ def test_parameter_server_worker_rejoins_and_server_failure_restarts(
     assert workers_alive() == []
 
 
+def test_calibrate_parameter_servers_with_a_failure(scenario: Path, tmp_path: Path) -> None:
+    """`run-real --calibrate` on a synchronous parameter-server point whose server fails:
+    every measurement the simulator takes for it is in the profile, and sane."""
+    from scenarios.profile import load_profile
+
+    out = tmp_path / "profile.yaml"
+    proc = run_real(
+        str(scenario),
+        "--calibrate",
+        "--out",
+        str(out),
+        "--set",
+        "strategy={kind: parameter_server, servers: 1, sync: true}",
+        "--set",
+        "checkpoint.every_steps=3",
+        "--set",
+        "failures=[{role: ps, index: 0, at_step: 6, downtime: 1 s}]",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    profile = load_profile(out)
+    (compute,) = profile.compute
+    # two workers at once, beside the server and the coordinator
+    assert (compute.processes, compute.servers, compute.steps) == (2, 2, 2 * 100)
+    assert compute.p10 is not None and compute.p90 is not None
+    assert compute.p10 <= compute.step_time <= compute.p90 * 1.5
+    transfer = profile.transfer
+    assert transfer is not None and transfer.r2 > 0.5 and len(transfer.points) == 7
+    assert 1e6 < transfer.bandwidth < 1e11  # bytes/s: between 1 MB/s and 100 GB/s
+    coordinator = profile.coordinator
+    assert coordinator is not None and coordinator.queued is not None
+    assert 0 < coordinator.call < 1 and 0 < coordinator.dispatch < 1
+    (update,) = profile.updates
+    assert (update.model, update.servers, update.samples) == ("tiny-mlp", 1, 40)
+    assert 0 < update.time < 1
+    # the job was killed and relaunched: at least the downtime-free start of its processes
+    (restart,) = profile.restarts
+    assert (restart.strategy, restart.workers, restart.servers) == ("parameter_server/sync", 2, 1)
+    assert compute.startup is not None and 0.5 * compute.startup < restart.time < 180
+    assert workers_alive() == []
+
+
 def test_straggler_slows_the_sync_step(scenario: Path, tmp_path: Path) -> None:
     out = tmp_path / "slow"
     proc = run_real(
