@@ -227,7 +227,11 @@ def measure_restart(spec: ScenarioSpec) -> RestartEntry:
     from .launcher import InjectedFailure, Kill
     from .runner import Failure, _process_of
 
-    quiet = spec.model_copy(update={"stragglers": StragglerSpec(), "failures": ()})
+    # a few steps, every one counted (no warm-up), nothing injected but the kill
+    short = spec.training.model_copy(update={"steps": 3 * RESTART_STEPS, "warmup_steps": 0})
+    quiet = spec.model_copy(
+        update={"stragglers": StragglerSpec(), "failures": (), "training": short}
+    )
     named = [f for f in spec.failures if isinstance(f, ScheduledFailure)]
     failure = (
         Failure(named[0].role, named[0].index, None, None, 0.0)
@@ -240,13 +244,7 @@ def measure_restart(spec: ScenarioSpec) -> RestartEntry:
     directory = tempfile.mkdtemp(prefix="trainscale-calibrate-ckpt-")
     try:
         jobs = [
-            dict(
-                job,
-                warmup_steps=0,
-                steps=3 * RESTART_STEPS,
-                checkpoint_dir=directory,
-                checkpoint_every=RESTART_STEPS,
-            )
+            dict(job, checkpoint_dir=directory, checkpoint_every=RESTART_STEPS)
             for job in jobs_for(quiet)
         ]
         kill = Kill(process=process, watch=watch, at_step=RESTART_STEPS + 2)
