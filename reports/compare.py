@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from scenarios.errors import UserError
+from scenarios.stats import t95
 
 from .load import Run, records
 
@@ -191,8 +192,6 @@ def run_to_run_noise(rows: pd.DataFrame) -> tuple[float, int] | None:
     (`replications` >= 2, their 95% half-widths): (sigma, degrees of freedom), or None
     without repeated rows. Each row's sd = half-width x sqrt(R) / t95(R - 1); the pool is
     the root of the dof-weighted mean of (sd / mean)^2."""
-    from scenarios.stats import t95
-
     if "replications" not in rows or "throughput_ci95_samples_per_s" not in rows:
         return None
     squares, dof = 0.0, 0
@@ -213,8 +212,6 @@ def resolution(
     """Per pair (i < j, row-major), the smallest difference of two real means the runs
     tell apart at 95%: t95(dof) x sigma x sqrt(m_i^2 / R_i + m_j^2 / R_j), sigma the pooled
     relative run-to-run noise (`run_to_run_noise`)."""
-    from scenarios.stats import t95
-
     sigma, dof = noise
     m = np.asarray(means, dtype=float)
     r = np.asarray(runs, dtype=float)

@@ -89,10 +89,9 @@ def _with_spread(row: Any) -> str:
     return f"{mean:,.0f} ± {half:,.0f} ({runs} runs)"
 
 
-def _apart(pairs: pd.DataFrame, noise: tuple[float, int]) -> tuple[int, int]:
-    """(pairs of points the real runs tell apart, all pairs)."""
-    means = list(pairs["real_throughput"])
-    gaps = resolution(means, list(pairs["real_runs"]), noise)
+def _apart(means: list[float], gaps: list[float]) -> tuple[int, int]:
+    """(pairs of points the real runs tell apart, all pairs), `gaps` per pair as
+    `resolution` gives them."""
     i, j = np.triu_indices(len(means), k=1)
     apart = sum(abs(means[a] - means[b]) > g for a, b, g in zip(i, j, gaps, strict=True))
     return int(apart), len(gaps)
@@ -180,12 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         taus.append((scenario.stem, result.tau))
         resolved = None
         if noise is not None:
-            resolved = kendall_tau_b(
-                list(pairs["sim_throughput"]),
-                list(pairs["real_throughput"]),
-                resolution(list(pairs["real_throughput"]), list(pairs["real_runs"]), noise),
-            )
-            resolved_taus.append((scenario.stem, resolved, _apart(pairs, noise), _self_tau(real)))
+            means = list(pairs["real_throughput"])
+            gaps = resolution(means, list(pairs["real_runs"]), noise)
+            resolved = kendall_tau_b(list(pairs["sim_throughput"]), means, gaps)
+            resolved_taus.append((scenario.stem, resolved, _apart(means, gaps), _self_tau(real)))
         lines = [
             f"### {scenario.stem} (`scenarios/validation/{scenario.name}`)",
             "",
