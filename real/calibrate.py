@@ -43,7 +43,7 @@ from scenarios.profile import (
     RestartEntry,
     Sample,
     UpdateEntry,
-    strategy_key,
+    restart_job,
 )
 from scenarios.spec import ScenarioSpec, ScheduledFailure, StragglerSpec, StrategySpec
 
@@ -225,22 +225,17 @@ def measure_restart(spec: ScenarioSpec) -> RestartEntry:
     import tempfile
 
     from .launcher import InjectedFailure, Kill
-    from .runner import Failure, _process_of
+    from .runner import _process_of
 
     # a few steps, every one counted (no warm-up), nothing injected but the kill
     short = spec.training.model_copy(update={"steps": 3 * RESTART_STEPS, "warmup_steps": 0})
     quiet = spec.model_copy(
         update={"stragglers": StragglerSpec(), "failures": (), "training": short}
     )
-    named = [f for f in spec.failures if isinstance(f, ScheduledFailure)]
-    failure = (
-        Failure(named[0].role, named[0].index, None, None, 0.0)
-        if named
-        else Failure("chief", 0, None, None, 0.0)
-    )
-    process, watch, rejoins = _process_of(spec, failure)
-    if rejoins:
-        raise ValueError("a failure after which the job goes on has no restart to measure")
+    failure = _stopping_failure(spec)
+    if failure is None:
+        raise ValueError("no failure of this point stops its job: no restart to measure")
+    process, watch, _ = _process_of(spec, failure)
     directory = tempfile.mkdtemp(prefix="trainscale-calibrate-ckpt-")
     try:
         jobs = [
@@ -259,31 +254,35 @@ def measure_restart(spec: ScenarioSpec) -> RestartEntry:
     starts = [r["start"] for r in result.of("step")]
     if not starts:
         raise RuntimeError("the relaunched job took no step")
-    st = spec.strategy
+    strategy, servers = restart_job(spec.strategy)
     return RestartEntry.model_validate(
         {
             "model": spec.model.name,
             "batch_per_worker": spec.training.batch_per_worker,
             "dtype": spec.model.dtype,
-            "strategy": strategy_key(st.kind, st.algorithm, st.sync),
+            "strategy": strategy,
             "workers": spec.workers,
-            "servers": st.servers if st.kind == "parameter_server" else 0,
+            "servers": servers,
             "time": f"{min(starts) - launcher.killed_at} s",
         }
     )
 
 
-def _stops_job(spec: ScenarioSpec) -> bool:
-    """Whether a failure of the point stops its job (and so restarts it): any under
-    all-reduce, random ones, a parameter server's or the coordinator's."""
+def _stopping_failure(spec: ScenarioSpec) -> Any:
+    """The point's first failure that stops its job (and so restarts it), as a
+    `runner.Failure` to inject, or None: any under all-reduce, a parameter server's or the
+    coordinator's; a random one strikes the chief. A parameter-server worker rejoins alone."""
     from .runner import Failure, _process_of
 
     for f in spec.failures:
-        if not isinstance(f, ScheduledFailure):
-            return True
-        if not _process_of(spec, Failure(f.role, f.index, None, None, 0.0))[2]:
-            return True
-    return False
+        failure = (
+            Failure(f.role, f.index, None, None, 0.0)
+            if isinstance(f, ScheduledFailure)
+            else Failure("chief", 0, None, None, 0.0)
+        )
+        if not _process_of(spec, failure)[2]:
+            return failure
+    return None
 
 
 def measure_update(spec: ScenarioSpec) -> UpdateEntry:
@@ -405,15 +404,9 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
     restarts: list[RestartEntry] = []
     timed: set[tuple[Any, ...]] = set()
     for spec in specs:
-        st = spec.strategy
-        job_key = (
-            spec.model.name,
-            spec.training.batch_per_worker,
-            strategy_key(st.kind, st.algorithm, st.sync),
-            spec.workers,
-            st.servers if st.kind == "parameter_server" else 0,
-        )
-        if not _stops_job(spec) or job_key in timed:
+        job = restart_job(spec.strategy)
+        job_key = (spec.model.name, spec.training.batch_per_worker, spec.workers, *job)
+        if _stopping_failure(spec) is None or job_key in timed:
             continue
         timed.add(job_key)
         restart = measure_restart(spec)

@@ -48,7 +48,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ScenarioError
-from .spec import Bandwidth, Bytes, DType, PositiveSeconds, Seconds
+from .spec import Bandwidth, Bytes, DType, PositiveSeconds, Seconds, StrategySpec
 
 
 class _Strict(BaseModel):
@@ -107,9 +107,8 @@ class Coordinator(_Strict):
 
 class UpdateEntry(_Strict):
     """The optimizer's update of a whole model applied on `servers` parameter servers by
-    one ClusterCoordinator call (mean of the calls), nothing computed on a worker: what a
-    synchronous round's update costs, and what each asynchronous push costs on top of
-    moving its gradients (less one bare `call`)."""
+    one ClusterCoordinator call (mean of the calls), nothing computed on a worker: what
+    the call that ends a synchronous round costs."""
 
     model: str
     dtype: DType = "float32"
@@ -121,10 +120,9 @@ class UpdateEntry(_Strict):
 
 
 class RestartEntry(_Strict):
-    """A job relaunched from its checkpoint: every process of the point's job (its
-    strategy, its workers and servers) started again, to the first step after the
-    restore. Measured by launching the job, letting it checkpoint, and launching it again;
-    nothing is killed and no scenario step is timed."""
+    """A job relaunched from its checkpoint after a failure: the point's job (its strategy,
+    its workers and servers) killed after a checkpoint and launched again at once, timed
+    from the kill to the first step after the restore. No scenario step is timed."""
 
     model: str
     batch_per_worker: int = Field(ge=1)
@@ -135,11 +133,12 @@ class RestartEntry(_Strict):
     time: PositiveSeconds
 
 
-def strategy_key(kind: str, algorithm: str, sync: bool) -> str:
-    """How a restart entry names the strategy it was measured under."""
-    if kind == "parameter_server":
-        return f"parameter_server/{'sync' if sync else 'async'}"
-    return f"{kind}/{algorithm}"
+def restart_job(strategy: StrategySpec) -> tuple[str, int]:
+    """How a restart entry names the job it was measured for, besides model, batch and
+    workers: (strategy, servers), e.g. ("allreduce/ring", 0), ("parameter_server/sync", 2)."""
+    if strategy.kind == "parameter_server":
+        return f"parameter_server/{'sync' if strategy.sync else 'async'}", strategy.servers
+    return f"{strategy.kind}/{strategy.algorithm}", 0
 
 
 class Profile(_Strict):

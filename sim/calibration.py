@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scenarios.profile import Fit, Profile, server_processes, strategy_key
+from scenarios.profile import Fit, Profile, restart_job, server_processes
 from scenarios.spec import ClusterSpec, ScenarioSpec
 
 
@@ -151,15 +151,8 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         )
     restart_s = None
     if spec.failures and step_s is not None:
-        st = spec.strategy
-        restart_s = profile.restart(
-            name,
-            batch,
-            dtype,
-            strategy_key(st.kind, st.algorithm, st.sync),
-            spec.workers,
-            st.servers if st.kind == "parameter_server" else 0,
-        )
+        strategy, job_servers = restart_job(spec.strategy)
+        restart_s = profile.restart(name, batch, dtype, strategy, spec.workers, job_servers)
         if restart_s is not None:
             used.append(
                 f"restart: {restart_s:.3g} s (the job relaunched from its checkpoint to its "

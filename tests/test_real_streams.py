@@ -40,6 +40,14 @@ def test_real_jitter_and_hiccups_are_the_simulated_ones() -> None:
         ({"kind": "parameter_server"}, [{"role": "chief", "at_step": 2}], True),
         ({"kind": "parameter_server"}, [{"random": {"mtbf_per_host": "1 h"}}], True),
         ({"kind": "allreduce"}, [], False),
+        (
+            {"kind": "parameter_server"},
+            [
+                {"role": "worker", "index": 1, "at_step": 2},
+                {"role": "ps", "index": 0, "at_step": 3},
+            ],
+            True,
+        ),
     ],
 )
 def test_which_failures_have_a_relaunch_to_calibrate(
@@ -47,7 +55,7 @@ def test_which_failures_have_a_relaunch_to_calibrate(
 ) -> None:
     # SCENARIO.md: a parameter-server worker rejoins alone (nothing is relaunched); any
     # failure under all-reduce, a server's, the chief's, and random ones stop the job
-    from real.calibrate import _stops_job
+    from real.calibrate import _stopping_failure
 
     spec = make_spec(
         **{
@@ -57,4 +65,7 @@ def test_which_failures_have_a_relaunch_to_calibrate(
             "failures": failures,
         }
     )
-    assert _stops_job(spec) is stops
+    failure = _stopping_failure(spec)
+    assert (failure is not None) is stops
+    if failure is not None and strategy["kind"] == "parameter_server":
+        assert failure.role != "worker"  # the one relaunched is never a rejoining worker
