@@ -116,7 +116,7 @@ class Launcher:
         self.jobs = jobs
         self.timeout_s = timeout_s
         self.device = device
-        self.kills = list(kills or [])  # in order; one at a time
+        self.kills = list(kills or [])  # in the order they strike
         self.origin = origin  # host clock at_time counts from; None: this run's first step
         self.hang_s = hang_s
         self.killed_at: float | None = None  # when a kill that stops the job struck
@@ -198,46 +198,46 @@ class Launcher:
         threading.Thread(target=self._read, args=(index, process.stdout), daemon=True).start()
         return process
 
-    def _pending(self) -> Kill | None:
-        """The failure now in play: the first not struck, or one whose process is down."""
-        for kill in self.kills:
-            if kill.killed_at is None or (
-                kill.restart_after is not None and kill.restarted_at is None
-            ):
-                return kill
-        return None
-
     def _inject(self, index: int, record: dict[str, Any] | None) -> None:
-        """Kill (and maybe restart) the process a failure names, when its time comes."""
-        kill = self._pending()
-        if kill is None:
-            return
+        """Start again every rejoining process whose downtime is over; kill the process
+        the next failure names when its time comes. Failures strike in order, and a
+        worker that is down does not hold back a failure of another process (the job goes
+        on without it); one of a process that is down waits until it is back."""
         now = time.time()
-        if kill.killed_at is None:
-            if kill.at_step is not None:
-                due = (
-                    record is not None
-                    and index == kill.watch
-                    and record.get("event") in ("step", "round", "progress")
-                    and (record.get("step") or 0) >= kill.at_step - 1
-                )
-            else:
-                due = (
-                    kill.at_time is not None
-                    and self.origin is not None
-                    and self._stepping
-                    and now >= self.origin + kill.at_time
-                )
-            if due:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.processes[kill.process].pid, signal.SIGKILL)
-                self.processes[kill.process].wait()
-                kill.killed_at = now
-                if kill.restart_after is None:
-                    self.killed_at = now
-        elif kill.restart_after is not None and now >= kill.killed_at + kill.restart_after:
-            self.processes[kill.process] = self._start(kill.process)
-            kill.restarted_at = now
+        for kill in self.kills:
+            if (
+                kill.killed_at is not None
+                and kill.restart_after is not None
+                and kill.restarted_at is None
+                and now >= kill.killed_at + kill.restart_after
+            ):
+                self.processes[kill.process] = self._start(kill.process)
+                kill.restarted_at = now
+        upcoming = [k for k in self.kills if k.killed_at is None]
+        if not upcoming or self._killed(upcoming[0].process):
+            return
+        kill = upcoming[0]
+        if kill.at_step is not None:
+            due = (
+                record is not None
+                and index == kill.watch
+                and record.get("event") in ("step", "round", "progress")
+                and (record.get("step") or 0) >= kill.at_step - 1
+            )
+        else:
+            due = (
+                kill.at_time is not None
+                and self.origin is not None
+                and self._stepping
+                and now >= self.origin + kill.at_time
+            )
+        if due:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.processes[kill.process].pid, signal.SIGKILL)
+            self.processes[kill.process].wait()
+            kill.killed_at = now
+            if kill.restart_after is None:
+                self.killed_at = now
 
     def _collect(self, result: LaunchResult) -> None:
         """Read records until every reporting process is done (servers never are)."""

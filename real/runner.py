@@ -479,9 +479,10 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
                         for r in result.records
                         if r.get("event") == "serving" and r["time"] > (kill.killed_at or 0)
                     ]
-                    total.recovery_time_s += (
-                        min(back) if back else kill.restarted_at or kill.killed_at or 0
-                    ) - (kill.killed_at or 0)
+                    # not back before the job ended or stopped: down until then
+                    end = kill.restarted_at or launcher.killed_at or result.finished
+                    back_at = min(back) if back else end or time.time()
+                    total.recovery_time_s += back_at - (kill.killed_at or 0)
             downtime = pending[len(struck) - 1].downtime if struck else 0.0
             pending = pending[len(struck) :]
             if finished:
