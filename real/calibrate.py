@@ -7,7 +7,9 @@ What is measured (never the multi-worker runs a simulation will predict):
   scenario's points use: the step time, and what sharing the host's cores costs;
 - transfer: one tensor moved between two TensorFlow processes (a server and a client, gRPC
   on loopback) at sizes from 1 KiB to 32 MiB, pull and push, fitted by least squares to
-  time = latency + bytes / bandwidth;
+  time = latency + bytes / bandwidth; and exchange: the same sizes moved both ways at once
+  (one call reads a variable of the server and writes another), fitted the same way per
+  direction, which says how much of what a process sends and receives overlaps;
 - coordinator (parameter-server scenarios): ClusterCoordinator's own round trips, a
   closure dispatched and fetched and a function run on a server variable (latency only);
 - all-reduce: MultiWorkerMirroredStrategy's ring all-reduce among N processes for every N
@@ -163,14 +165,17 @@ def _probe_samples(result: Any, kinds: tuple[str, ...], worker: int = 0) -> dict
     return samples
 
 
-def measure_transfer(device: str = "cpu") -> Fit:
+def measure_transfer(device: str = "cpu") -> tuple[Fit, Fit]:
+    """One tensor moved between two processes one way (pull and push), and the same size
+    both ways at once (exchange, per direction)."""
     common = {"sizes": list(SIZES), "repeats": REPEATS, "warmup": WARMUP}
     jobs = [
         dict(common, role="chief", index=0, probe="transfer"),
         dict(common, role="ps", index=0, serve=True, workers=1),
     ]
     result = Launcher(jobs, TIMEOUT_S, device).run()
-    return Fit.model_validate(_fit(_probe_samples(result, ("pull", "push"))))
+    one_way = Fit.model_validate(_fit(_probe_samples(result, ("pull", "push"))))
+    return one_way, Fit.model_validate(_fit(_probe_samples(result, ("exchange",))))
 
 
 def measure_allreduce(workers: int, device: str = "cpu") -> CollectiveFit:
@@ -368,8 +373,9 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
             f"start-up {entry.startup or 0:.1f} s"
         )
         compute.append(entry)
-    transfer = measure_transfer(device)
+    transfer, exchange = measure_transfer(device)
     say(_describe("transfer (one tensor between two processes)", transfer))
+    say(_describe("exchange (a tensor each way at once; bandwidth per direction)", exchange))
     collectives = []
     for n in sorted({s.workers for s in specs if s.strategy.kind == "allreduce" and s.workers > 1}):
         fit = measure_allreduce(n, device)
@@ -424,6 +430,7 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         machine=_machine(device),
         compute=compute,
         transfer=transfer,
+        exchange=exchange,
         allreduce=collectives,
     )
 

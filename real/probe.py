@@ -46,21 +46,39 @@ def transfer(job: dict[str, Any]) -> None:
             with tf.device("/job:ps/task:0"):
                 v.assign(x, read_value=False)
 
+        with tf.device("/job:ps/task:0"):
+            inbox = tf.Variable(tf.zeros((n,)))
+
+        @tf.function
+        def exchange(v: Any = remote, w: Any = inbox, x: Any = local) -> Any:
+            # both ways at once: the read and the write do not wait for each other
+            with tf.device("/job:ps/task:0"):
+                w.assign(x, read_value=False)
+            return tf.reduce_sum(tf.identity(v.read_value()))
+
         for _ in range(job["warmup"]):
             pull().numpy()
             push()
-        probes.append((n * 4, remote, pull, push))
+            exchange().numpy()
+        probes.append((n * 4, remote, pull, push, inbox, exchange))
     # every size once per round, round after round: a slow spell of the machine falls on
     # all sizes alike instead of bending the fit at the sizes it happened to hit
     for _ in range(job["repeats"]):
-        for nbytes, remote, pull, push in probes:
+        for nbytes, remote, pull, push, inbox, exchange in probes:
             started = time.perf_counter()
             pull().numpy()
             middle = time.perf_counter()
             push()
             remote.read_value()[0].numpy()  # wait for the write (a tiny read back)
             ended = time.perf_counter()
-            for kind, seconds in (("pull", middle - started), ("push", ended - middle)):
+            exchange().numpy()
+            inbox.read_value()[0].numpy()
+            swapped = time.perf_counter()
+            for kind, seconds in (
+                ("pull", middle - started),
+                ("push", ended - middle),
+                ("exchange", swapped - ended),
+            ):
                 protocol.emit(
                     {
                         "event": "probe",

@@ -11,6 +11,9 @@ machine at hand, never of the multi-worker runs a simulation is about to predict
 - `transfer`: moving a tensor from one TensorFlow process to another on this host (gRPC on
   loopback), at a range of sizes, and the alpha-beta fit `time = latency + bytes / bandwidth`
   with its quality (r2, worst relative residual);
+- `exchange`: the same two processes moving a tensor of the same size each way at once
+  (one call reads one variable and writes another), fitted the same way, `bandwidth`
+  being each direction's: how much of what a process sends and receives overlaps;
 - `coordinator`: the round trips of TensorFlow's ClusterCoordinator itself (dispatching a
   closure to a worker and fetching its result; running a function on a server variable),
   which every parameter-server update pays on top of moving its tensors;
@@ -148,6 +151,7 @@ class Profile(_Strict):
     machine: Machine
     compute: list[ComputeEntry] = []
     transfer: Fit | None = None
+    exchange: Fit | None = None
     allreduce: list[CollectiveFit] = []
     coordinator: Coordinator | None = None
     updates: list[UpdateEntry] = []
@@ -283,6 +287,8 @@ def dump_profile(profile: Profile) -> str:
     }
     if profile.transfer is not None:
         document["transfer"] = fit(profile.transfer)
+    if profile.exchange is not None:
+        document["exchange"] = fit(profile.exchange)
     document["allreduce"] = [{"workers": f.workers, **fit(f)} for f in profile.allreduce]
     if profile.coordinator is not None:
         c = profile.coordinator

@@ -29,6 +29,12 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   closures do not make this call: each applies its own gradients, every variable's on its
   server as that gradient arrives, so the update rides on the push (and the call's
   averaging and zeroing of accumulators are not done at all).
+- **exchange**: the same two processes moving a tensor each way at once; its per-direction
+  bandwidth B_x against the one-way B says how much of what a process sends and what it
+  receives overlaps: a process's port carries one direction at B and both together at
+  `duplex` x B, duplex = 2 B_x / B within [1, 2] (1: they share B; 2: full duplex). The
+  two-process ring, where each process sends its chunk as it receives the other's, is
+  where this shows.
 - **cores** (`machine.cpus`): moving a tensor between processes on loopback is CPU work
   (serialising, copying through the kernel, deserialising). The calibrated bandwidth is
   what one transfer achieves; each transfer in flight is taken to occupy one core, so the
@@ -68,6 +74,8 @@ class Calibration:
     restart_s: float | None = None
     # the model's update on its parameter servers, one coordinator call
     update_s: float | None = None
+    # what a process's port carries both ways together, in multiples of one way
+    duplex: float = 1.0
 
     @property
     def cpus(self) -> int:
@@ -149,6 +157,19 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             f"transfer: no fit in {spec.cluster.profile}; catalog host_link "
             f"{spec.cluster.host_link.name} used"
         )
+    duplex = 1.0
+    if transfer is not None and profile.exchange is not None:
+        duplex = min(2.0, max(1.0, 2 * profile.exchange.bandwidth / transfer.bandwidth))
+        used.append(
+            f"exchange: {profile.exchange.bandwidth / 1e6:.4g} MB/s each way at once: a "
+            f"process sends and receives together {duplex:.3g} x "
+            f"{transfer.bandwidth / 1e6:.4g} MB/s (one way at most {transfer.bandwidth / 1e6:.4g})"
+        )
+    elif transfer is not None:
+        not_found.append(
+            f"exchange: no fit in {spec.cluster.profile}; what a process sends and receives "
+            "shares the one-way bandwidth"
+        )
     restart_s = None
     if spec.failures and step_s is not None:
         strategy, job_servers = restart_job(spec.strategy)
@@ -208,6 +229,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         processes=processes,
         step_s=step_s,
         transfer=transfer,
+        duplex=duplex,
         one_machine=spec.cluster.hosts == 1 and transfer is not None,
         used=tuple(used),
         not_found=tuple(not_found),

@@ -88,7 +88,11 @@ class Simulation:
             self.topology = Topology(spec.cluster, dedicated)
         else:
             self.topology = Topology(
-                cal.cluster(spec.cluster), dedicated, cal.loopback_capacity, cal.one_machine
+                cal.cluster(spec.cluster),
+                dedicated,
+                cal.loopback_capacity,
+                cal.one_machine,
+                cal.duplex,
             )
         self.network = make_network(spec.sim.network_model, self.env, self.topology)
         self.tracer: ChromeTracer | NullTracer = (

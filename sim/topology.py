@@ -12,8 +12,10 @@ Links (each one direction of a full-duplex port; capacity in bytes/s):
     capacity = (all hosts' NIC bandwidth) / oversubscription.
   * with a calibration profile (`sim/calibration.py`), each host's loopback: the CPU that
     moves tensors between its processes, capacity `cpus x` the calibrated bandwidth; and
-    each port is then one link for both directions (a process sends and receives with its
-    own CPU: what it sends and what it receives share the calibrated bandwidth).
+    each port is then a process, which moves what it sends and what it receives with its
+    own CPU: one direction at most the calibrated bandwidth, both together `duplex` times
+    it (a link shared by both directions; `duplex` 1: one link for both, as measured by
+    the profile's exchange probe, 2: full duplex).
 Inside a host a message crosses the sender's out-port and the receiver's in-port (and the
 host's loopback, when calibrated); between hosts it crosses the sender host's NIC out, the
 core (if any) and the receiver host's NIC in. The PCIe hop from a device to its NIC is not
@@ -32,8 +34,9 @@ import numpy as np
 
 from scenarios.spec import ClusterSpec
 
-#: paths have at most this many links (NIC out, core, NIC in)
-MAX_PATH = 3
+#: paths have at most this many links (NIC out, core, NIC in; or, calibrated, the two
+#: ports one way, the two ports both ways, the loopback)
+MAX_PATH = 5
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,12 @@ class Topology:
         dedicated_servers: int = 0,
         loopback: float | None = None,
         one_machine: bool = False,
+        duplex: float = 1.0,
     ):
         """`loopback`: bytes/s the messages inside one host share (None: unlimited);
-        `one_machine`: dedicated servers run on host 0 (see the module's docstring)."""
+        `one_machine`: dedicated servers run on host 0 (see the module's docstring);
+        `duplex` (with `loopback`): what a port carries both ways together, in multiples
+        of what it carries one way."""
         self.hosts = cluster.hosts
         self.devices_per_host = cluster.devices_per_host
         self.workers = cluster.workers
@@ -76,13 +82,24 @@ class Topology:
         ports = n + h + (dedicated_servers if one_machine else 0)
         # calibrated (loopback given): a port is a process, which moves its tensors in and
         # out with its own CPU (serialising, copying, deserialising): one link for both
-        # directions, at the calibrated one-way bandwidth. Otherwise full duplex.
-        directions = 1 if loopback is not None else 2
+        # directions at the calibrated one-way bandwidth, or (duplex > 1) one each way at
+        # that bandwidth and one both ways at duplex x it. Otherwise full duplex.
+        self._port_both: int | None = None
+        if loopback is None:
+            directions = 2
+            capacity = [fabric] * (2 * ports)
+        elif duplex > 1.0:
+            directions = 3
+            self._port_both = 2 * ports
+            capacity = [fabric] * (2 * ports) + [duplex * fabric] * ports
+        else:
+            directions = 1
+            capacity = [fabric] * ports
         self._port_out = 0
         self._port_in = 0 if directions == 1 else ports
         self._nic_out = directions * ports
         self._nic_in = directions * ports + all_hosts
-        capacity = [fabric] * (directions * ports) + [nic] * (2 * all_hosts)
+        capacity += [nic] * (2 * all_hosts)
         self.core: int | None = None
         if cluster.network.oversubscription > 1:
             self.core = len(capacity)
@@ -117,6 +134,8 @@ class Topology:
         hs, hd = int(self.host_of[src]), int(self.host_of[dst])
         if hs == hd:
             links = [self._port_out + src, self._port_in + dst]
+            if self._port_both is not None:
+                links += [self._port_both + src, self._port_both + dst]
             if self._loopback is not None:
                 links.append(self._loopback + hs)
             latency, inter_host = self.fabric_latency, False

@@ -27,6 +27,7 @@ compute:
   - {model: toy, batch_per_worker: 10, dtype: float32, processes: 1, step_time: 6.4 ms, steps: 50}
   - {model: toy, batch_per_worker: 10, dtype: float32, processes: 2, step_time: 7.0 ms, steps: 50}
 transfer: {latency: 1.9 ms, bandwidth: 160 MB/s, r2: 0.998, max_rel_residual: 0.12}
+exchange: {latency: 3 ms, bandwidth: 120 MB/s, r2: 0.99, max_rel_residual: 0.2}
 allreduce:
   - {workers: 2, latency: 1 s, bandwidth: 1 kB/s, r2: 0.5, max_rel_residual: 3.0}
 """
@@ -35,6 +36,7 @@ STEP_1 = 6.4e-3  # s, one process
 STEP_2 = 7.0e-3  # s, two at once
 ALPHA = 1.9e-3  # s
 BETA = 160e6  # bytes/s
+DUPLEX = 2 * 120e6 / BETA  # both ways at once: 120 MB/s each, 1.5 x the one-way 160
 CPUS = 2
 PARAMS = 1e6
 S = PARAMS * 4  # gradient bytes, float32
@@ -102,6 +104,12 @@ def test_dump_and_load_round_trip(tmp_path: Path) -> None:
                 "max_rel_residual": 0.12,
                 "points": [{"bytes": "1 KiB", "time": "2 ms"}, {"bytes": "4 MiB", "time": "28 ms"}],
             },
+            "exchange": {
+                "latency": "3 ms",
+                "bandwidth": "120 MB/s",
+                "r2": 0.99,
+                "max_rel_residual": 0.2,
+            },
             "allreduce": [
                 {
                     "workers": 2,
@@ -123,6 +131,7 @@ def test_dump_and_load_round_trip(tmp_path: Path) -> None:
     assert again.transfer.latency == pytest.approx(1.9e-3, rel=1e-9)
     assert again.transfer.bandwidth == pytest.approx(1.6e8, rel=1e-9)
     assert again.transfer.points[1].bytes == pytest.approx(4 * 2**20)
+    assert again.exchange is not None and again.exchange.bandwidth == pytest.approx(1.2e8)
     assert again.allreduce[0].workers == 2
     assert dump_profile(again) == dump_profile(profile)  # a fixed point
 
@@ -249,9 +258,10 @@ def test_one_worker_step_is_the_measured_step(tmp_path: Path, network: str) -> N
 def test_two_workers_ring_on_one_host(tmp_path: Path, network: str) -> None:
     # compute with 2 processes at once, then the ring from the transfer fit. Analytical:
     # every message at beta. Flow: each process sends and receives at once in a ring step,
-    # and its port carries both directions at beta (its own CPU does both): beta / 2 each
+    # and its port carries both directions together at DUPLEX x beta (the exchange fit):
+    # DUPLEX x beta / 2 each (each under the one-way beta)
     row = simulate(write(tmp_path), "cluster.devices_per_host=2", f"sim.network_model={network}")
-    rate = BETA if network == "analytical" else BETA / 2
+    rate = BETA if network == "analytical" else DUPLEX * BETA / 2
     expected = STEP_2 + 2 * (2 - 1) * (ALPHA + S / (2 * rate))
     assert expected == pytest.approx(STEP_2 + ring(2, rate))
     assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
@@ -265,18 +275,19 @@ def test_four_workers_share_two_cores(tmp_path: Path) -> None:
     # analytical (no contention): every ring link at the calibrated bandwidth
     row = simulate(path, "cluster.devices_per_host=4", "sim.network_model=analytical")
     assert row["step_time_mean_s"] == pytest.approx(step_4 + ring(4, BETA), rel=1e-9, abs=0)
-    # flow: four transfers in flight on two cores share 2 x beta: beta / 2 each (and each
-    # process's port carries its send and its receive: beta / 2 each as well)
+    # flow: four transfers in flight on two cores share 2 x beta: beta / 2 each, tighter
+    # than each process's port, which carries its send and its receive at DUPLEX x beta / 2
     row = simulate(path, "cluster.devices_per_host=4", "sim.network_model=flow")
-    shared = min(BETA / 2, CPUS * BETA / 4)
+    shared = min(DUPLEX * BETA / 2, CPUS * BETA / 4)
+    assert shared == BETA / 2
     assert row["step_time_mean_s"] == pytest.approx(step_4 + ring(4, shared), rel=1e-9, abs=0)
 
 
 @pytest.mark.parametrize("network", ["analytical", "flow"])
 def test_parameter_server_on_the_calibrated_machine(tmp_path: Path, network: str) -> None:
     # hosts: 1 with a profile: the dedicated server is a process on the same machine;
-    # push S to it, pull S back, each alpha + S / rate; in the flow model its one port
-    # carries both workers' pushes (and pulls): beta / 2 each
+    # push S to it, pull S back, each alpha + S / rate; in the flow model its port carries
+    # both workers' pushes (and then pulls), one way: beta / 2 each
     strategy = "strategy={kind: parameter_server, servers: 1, placement: dedicated}"
     row = simulate(
         write(tmp_path), "cluster.devices_per_host=2", strategy, f"sim.network_model={network}"
@@ -285,6 +296,25 @@ def test_parameter_server_on_the_calibrated_machine(tmp_path: Path, network: str
     expected = STEP_2 + 2 * (ALPHA + S / rate)
     assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
     assert row["bytes_on_network"] == 0
+
+
+def test_how_much_sending_and_receiving_overlap(tmp_path: Path) -> None:
+    """The exchange fit sets what a port carries both ways: without it both directions
+    share the one-way beta; at or above beta each way it is full duplex (each direction
+    at beta); three processes on two cores are bound by the cores instead."""
+    without = PROFILE.replace(
+        "exchange: {latency: 3 ms, bandwidth: 120 MB/s, r2: 0.99, max_rel_residual: 0.2}\n", ""
+    )
+    flow = "sim.network_model=flow"
+    row = simulate(write(tmp_path, profile=without), "cluster.devices_per_host=2", flow)
+    assert row["step_time_mean_s"] == pytest.approx(STEP_2 + ring(2, BETA / 2), rel=1e-9)
+    full = PROFILE.replace("bandwidth: 120 MB/s", "bandwidth: 200 MB/s")
+    row = simulate(write(tmp_path, profile=full), "cluster.devices_per_host=2", flow)
+    assert row["step_time_mean_s"] == pytest.approx(STEP_2 + ring(2, BETA), rel=1e-9)
+    row = simulate(write(tmp_path), "cluster.devices_per_host=3", flow)
+    shared = min(DUPLEX * BETA / 2, CPUS * BETA / 3)  # the cores: 2/3 beta < 3/4 beta
+    step_3 = STEP_2 * 3 / 2
+    assert row["step_time_mean_s"] == pytest.approx(step_3 + ring(3, shared), rel=1e-9)
 
 
 def test_layers_keep_their_shares(tmp_path: Path) -> None:
@@ -350,6 +380,7 @@ def test_meta_says_what_came_from_calibration(tmp_path: Path, capsys: Any) -> No
         for u in cal["used"]
     )
     assert any(u.startswith("transfer: latency 1.9 ms, bandwidth 160 MB/s") for u in cal["used"])
+    assert any(u.startswith("exchange: 120 MB/s each way at once") for u in cal["used"])
     assert not any("allreduce" in u for u in cal["used"])
     assert cal["not_found"] == []
     assert set(cal["points"]) == {"devices_per_host=1", "devices_per_host=2", "devices_per_host=4"}
