@@ -105,6 +105,52 @@ def _single_worker(spec: ScenarioSpec) -> ScenarioSpec:
     )
 
 
+def compute_key(spec: ScenarioSpec) -> tuple[str, int, str, int, int]:
+    """What a point's compute entry is measured for: model, batch, dtype, the host's
+    worker processes (P) and the server processes listening beside them."""
+    return (
+        spec.model.name,
+        spec.training.batch_per_worker,
+        spec.model.dtype,
+        spec.cluster.devices_per_host,
+        server_processes(spec),
+    )
+
+
+def fold_compute(profile: Profile, entries: Iterable[ComputeEntry]) -> Profile:
+    """The profile with later measurements of its compute entries pooled in (run-real
+    --recalibrate): per key, the step time is the mean over every step measured (each
+    measurement weighted by its steps), p10, p90 and start-up the mean of the
+    measurements'; a key the profile lacks is added."""
+    groups: dict[tuple[str, int, str, int, int], list[ComputeEntry]] = {}
+    for e in [*profile.compute, *entries]:
+        key = (e.model, e.batch_per_worker, e.dtype, e.processes, e.servers)
+        groups.setdefault(key, []).append(e)
+
+    def mean(values: list[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return float(np.mean(present)) if present else None
+
+    pooled = []
+    for group in groups.values():
+        steps = sum(e.steps for e in group)
+        weights = [e.steps for e in group] if steps else [1] * len(group)
+        step_time = float(np.average([e.step_time for e in group], weights=weights))
+        # SI floats already: copy rather than validate (validation wants unit strings)
+        pooled.append(
+            group[0].model_copy(
+                update={
+                    "step_time": step_time,
+                    "p10": mean([e.p10 for e in group]),
+                    "p90": mean([e.p90 for e in group]),
+                    "steps": steps,
+                    "startup": mean([e.startup for e in group]),
+                }
+            )
+        )
+    return profile.model_copy(update={"compute": pooled})
+
+
 def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> ComputeEntry:
     """`processes` single-worker training processes at once, beside `servers` TensorFlow
     server processes that only listen (as a job's parameter servers and coordinator do
@@ -354,24 +400,12 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
     compute: list[ComputeEntry] = []
     seen: set[tuple[str, int, str, int, int]] = set()
     for spec in specs:
-        key = (
-            spec.model.name,
-            spec.training.batch_per_worker,
-            spec.model.dtype,
-            spec.cluster.devices_per_host,
-            server_processes(spec),
-        )
+        key = compute_key(spec)
         if key in seen:
             continue
         seen.add(key)
         entry = measure_compute(spec, key[3], key[4])
-        beside = f" beside {entry.servers} server(s)" if entry.servers else ""
-        say(
-            f"compute: {entry.model} batch {entry.batch_per_worker}, {entry.processes} "
-            f"process(es) at once{beside}: {entry.step_time * 1e3:.2f} ms per step "
-            f"(p10 {(entry.p10 or 0) * 1e3:.2f}, p90 {(entry.p90 or 0) * 1e3:.2f}); "
-            f"start-up {entry.startup or 0:.1f} s"
-        )
+        say(describe_compute(entry))
         compute.append(entry)
     transfer, exchange = measure_transfer(device)
     say(_describe("transfer (one tensor between two processes)", transfer))
@@ -432,6 +466,16 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         transfer=transfer,
         exchange=exchange,
         allreduce=collectives,
+    )
+
+
+def describe_compute(entry: ComputeEntry) -> str:
+    beside = f" beside {entry.servers} server(s)" if entry.servers else ""
+    return (
+        f"compute: {entry.model} batch {entry.batch_per_worker}, {entry.processes} "
+        f"process(es) at once{beside}: {entry.step_time * 1e3:.2f} ms per step "
+        f"(p10 {(entry.p10 or 0) * 1e3:.2f}, p90 {(entry.p90 or 0) * 1e3:.2f}); "
+        f"start-up {entry.startup or 0:.1f} s"
     )
 
 

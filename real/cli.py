@@ -1,5 +1,5 @@
-"""`run-real FILE [--out DIR] [--set PATH=VALUE ...] [--trace] [--calibrate]`: the
-scenario, for real.
+"""`run-real FILE [--out DIR] [--set PATH=VALUE ...] [--trace] [--calibrate |
+--recalibrate PROFILE]`: the scenario, for real.
 
 Every point runs as a local TensorFlow cluster on 127.0.0.1 and writes the same result
 files as `simulate`, with `backend: real`. Bad input is one line and exit status 2 with
@@ -43,6 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
         "all-reduce) and write a profile for cluster.profile to --out "
         "(default runs/<name>/profile.yaml) instead of running the points",
     )
+    parser.add_argument(
+        "--recalibrate",
+        metavar="PROFILE",
+        help="before each run of a point, measure its single-worker compute again, as "
+        "--calibrate does, and when every run is done pool these measurements into "
+        "PROFILE's compute entries (the calibration then sees the machine as the runs did)",
+    )
     return parser
 
 
@@ -54,7 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         scenario = load(args.scenario, args.sets)
         if args.calibrate:
+            if args.recalibrate:
+                raise UserError("--recalibrate: not with --calibrate (which writes a profile)")
             return _calibrate(scenario, args)
+        recalibrate = _Recalibration(args) if args.recalibrate else None
         out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "real"
         if out_dir.exists() and not out_dir.is_dir():
             raise UserError(f"--out: {out_dir} exists and is not a directory")
@@ -74,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     file=sys.stderr,
                 )
 
-        points = run(scenario, progress, trace=args.trace)
+        points = run(scenario, progress, trace=args.trace, before=recalibrate)
     except UserError as exc:
         print(f"run-real: error: {exc}", file=sys.stderr)
         return 2
@@ -96,7 +106,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_run(out_dir, results, steps, meta, traces)
     if not args.quiet:
         print(f"wrote {out_dir}/ ({len(results)} points)")
+    if recalibrate is not None:
+        recalibrate.write()
     return 0
+
+
+class _Recalibration:
+    """run-real --recalibrate: each point's compute measured again before each of its runs
+    (once per compute entry and round of repeats), pooled into the profile at the end."""
+
+    def __init__(self, args: argparse.Namespace):
+        from scenarios.profile import load_profile
+
+        self.path = Path(args.recalibrate)
+        self.profile = load_profile(self.path, "--recalibrate")  # bad: one line, exit 2
+        self.quiet = args.quiet
+        self.done: set[tuple[object, ...]] = set()
+        self.entries: list[object] = []
+
+    def __call__(self, point: object, repetition: int) -> None:
+        from .calibrate import compute_key, describe_compute, measure_compute
+
+        key = compute_key(point.spec)  # type: ignore[attr-defined]
+        if (key, repetition) in self.done:
+            return
+        self.done.add((key, repetition))
+        entry = measure_compute(point.spec, key[3], key[4])  # type: ignore[attr-defined]
+        self.entries.append(entry)
+        if not self.quiet:
+            print(f"recalibrate: {describe_compute(entry)}", file=sys.stderr)
+
+    def write(self) -> None:
+        from scenarios.profile import dump_profile
+
+        from .calibrate import fold_compute
+
+        folded = fold_compute(self.profile, self.entries)  # type: ignore[arg-type]
+        write_atomic(self.path, dump_profile(folded))
+        if not self.quiet:
+            print(
+                f"wrote {self.path} ({len(self.entries)} compute measurements pooled in)",
+                file=sys.stderr,
+            )
 
 
 def _calibrate(scenario: Scenario, args: argparse.Namespace) -> int:

@@ -1,9 +1,13 @@
 """`compare FILE [--out DIR] [--set PATH=VALUE ...]`: both worlds from one command.
 
 1. `run-real FILE --calibrate` measures this machine (`DIR/profile.yaml`);
-2. `run-real FILE` runs every point for real (`DIR/real/`);
+2. `run-real FILE --recalibrate DIR/profile.yaml` runs every point for real (`DIR/real/`),
+   measuring each point's single-worker compute again just before each of its runs and
+   pooling those measurements into the profile's compute entries: the calibration sees
+   the machine as it was while the points ran (a VM's speed drifts over minutes);
 3. `simulate FILE --set cluster.profile=DIR/profile.yaml` predicts them from the calibration
-   alone (`DIR/sim/`): nothing measured in step 2 reaches the simulator;
+   alone (`DIR/sim/`): nothing measured of the runs of step 2 reaches the simulator, only
+   the single-worker processes measured beside them;
 4. `report DIR/sim DIR/real` lays them side by side (`DIR/report.html` and `.md`).
 
 The simulator and the report run as their own commands (subprocesses): `real` never
@@ -65,7 +69,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             "calibrate",
             ["", "real.cli", args.scenario, *sets, "--calibrate", "--out", str(profile)],
         )
-        _step("run-real", ["", "real.cli", args.scenario, *sets, "--out", str(out / "real")])
+        _step(
+            "run-real",
+            [
+                "",
+                "real.cli",
+                args.scenario,
+                *sets,
+                "--out",
+                str(out / "real"),
+                "--recalibrate",
+                str(profile),
+            ],
+        )
         _step(
             "simulate",
             [

@@ -508,9 +508,12 @@ def _counts(record: dict[str, Any], watch: int) -> bool:
     return record.get("event") == "step" and record.get("worker") == watch
 
 
-def run(scenario: Scenario, progress: Any = None, trace: bool = False) -> list[RealPoint]:
+def run(
+    scenario: Scenario, progress: Any = None, trace: bool = False, before: Any = None
+) -> list[RealPoint]:
     """Check every point first (nothing starts if one is refused), then run them in turn;
-    with `trace`, a Chrome trace of each point's measured steps."""
+    with `trace`, a Chrome trace of each point's measured steps; `before(point,
+    repetition)` is called before each run (run-real --recalibrate measures there)."""
     for point in scenario.points:
         check_supported(point.spec)
     if any(p.spec.real.device == "gpu" for p in scenario.points):
@@ -522,6 +525,8 @@ def run(scenario: Scenario, progress: Any = None, trace: bool = False) -> list[R
         for point in scenario.points:
             if repetition >= point.spec.real.repeats:
                 continue
+            if before is not None:
+                before(point, repetition)
             runs[point.id].append(run_point(point))
             if repetition + 1 < point.spec.real.repeats:
                 continue

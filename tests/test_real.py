@@ -221,6 +221,9 @@ def test_calibrate_parameter_servers_with_a_failure(scenario: Path, tmp_path: Pa
     transfer = profile.transfer
     assert transfer is not None and transfer.r2 > 0.5 and len(transfer.points) == 7
     assert 1e6 < transfer.bandwidth < 1e11  # bytes/s: between 1 MB/s and 100 GB/s
+    exchange = profile.exchange  # both ways at once: per direction, no faster than one way
+    assert exchange is not None and len(exchange.points) == 7
+    assert 1e6 < exchange.bandwidth < 1.5 * transfer.bandwidth
     coordinator = profile.coordinator
     assert coordinator is not None and coordinator.queued is not None
     assert 0 < coordinator.call < 1 and 0 < coordinator.dispatch < 1

@@ -84,3 +84,116 @@ def test_repeats_must_be_positive() -> None:
 
     with pytest.raises(ScenarioError, match="real.repeats"):
         loads(SCENARIO.replace("repeats: 3", "repeats: 0"))
+
+
+# ------------------------------------------------------------------ run-real --recalibrate
+
+PROFILE = """
+version: 1
+kind: trainscale-profile
+machine: {hostname: box, cpus: 2}
+compute:
+  - {model: mlp, batch_per_worker: 8, dtype: float32, processes: 1, step_time: 20 ms,
+     p10: 18 ms, p90: 24 ms, steps: 100, startup: 9 s}
+transfer: {latency: 2 ms, bandwidth: 300 MB/s, r2: 0.99, max_rel_residual: 0.1}
+"""
+
+
+def entry(processes: int, ms: float, steps: int = 100) -> Any:
+    from scenarios.profile import ComputeEntry
+
+    return ComputeEntry.model_validate(
+        {
+            "model": "mlp",
+            "batch_per_worker": 8,
+            "processes": processes,
+            "step_time": f"{ms} ms",
+            "p10": f"{ms - 2} ms",
+            "p90": f"{ms + 4} ms",
+            "steps": steps,
+            "startup": "11 s",
+        }
+    )
+
+
+def test_fold_pools_every_measurement_of_an_entry(tmp_path: Any) -> None:
+    from real.calibrate import fold_compute
+    from scenarios.profile import load_profile
+
+    (tmp_path / "p.yaml").write_text(PROFILE)
+    profile = load_profile(tmp_path / "p.yaml")
+    # two more measurements of P=1 (100 and 200 steps), one of P=2 the profile lacks
+    folded = fold_compute(profile, [entry(1, 26.0), entry(2, 30.0), entry(1, 17.0, steps=200)])
+    one, two = folded.compute
+    # the mean over all 400 steps: (100 x 20 + 100 x 26 + 200 x 17) / 400
+    assert one.step_time == pytest.approx((2.0 + 2.6 + 3.4) / 400, rel=1e-12)
+    assert one.steps == 400
+    assert one.p10 == pytest.approx((18e-3 + 24e-3 + 15e-3) / 3)
+    assert one.startup == pytest.approx((9 + 11 + 11) / 3)
+    assert (two.processes, two.step_time, two.steps) == (2, pytest.approx(0.030), 100)
+    assert folded.transfer == profile.transfer  # only compute is touched
+
+
+def test_recalibrate_measures_before_each_run_and_pools(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from real import calibrate, cli
+    from scenarios.profile import load_profile
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO.replace("repeats: 3", "repeats: 2"))
+    profile = tmp_path / "p.yaml"
+    profile.write_text(PROFILE)
+    events: list[str] = []
+    speeds = iter([22.0, 30.0, 18.0, 34.0])  # P=1, P=2, P=1, P=2 in the order measured
+
+    def measure(spec: Any, processes: int, servers: int = 0) -> Any:
+        events.append(f"measure P={processes}")
+        return entry(processes, next(speeds))
+
+    def run_point(point: Any) -> RealPoint:
+        events.append(f"run {point.id}")
+        return fake(point.id, 100.0, 0.08)
+
+    monkeypatch.setattr(calibrate, "measure_compute", measure)
+    monkeypatch.setattr(runner, "run_point", run_point)
+    monkeypatch.setattr(runner, "check_supported", lambda spec: None)
+    out = tmp_path / "out"
+    argv = [str(scenario), "--out", str(out), "--quiet", "--recalibrate", str(profile)]
+    assert cli.main(argv) == 0
+    first, second = "devices_per_host=1", "devices_per_host=2"
+    assert (
+        events
+        == [
+            "measure P=1",
+            f"run {first}",
+            "measure P=2",
+            f"run {second}",
+        ]
+        * 2
+    )
+    one, two = load_profile(profile).compute
+    assert one.step_time == pytest.approx((20 + 22 + 18) / 3 * 1e-3, rel=1e-9)
+    assert two.step_time == pytest.approx((30 + 34) / 2 * 1e-3, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--recalibrate", "missing.yaml"], "--recalibrate: cannot read"),
+        (["--recalibrate", "p.yaml", "--calibrate"], "--recalibrate: not with --calibrate"),
+    ],
+)
+def test_recalibrate_bad_input_is_one_line(
+    tmp_path: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch, extra: list[str], message: str
+) -> None:
+    from real import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(SCENARIO)
+    (tmp_path / "p.yaml").write_text(PROFILE)
+    assert cli.main(["s.yaml", "--out", "out", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"run-real: error: {message}")
+    assert not (tmp_path / "out").exists()
+    assert (tmp_path / "p.yaml").read_text() == PROFILE
