@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -24,6 +25,10 @@ from scenarios.loader import Scenario
 from scenarios.results import provenance, results_frame, write_atomic, write_run
 
 from .launcher import RunError
+
+if TYPE_CHECKING:
+    from scenarios.loader import Point
+    from scenarios.profile import ComputeEntry
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,17 +126,17 @@ class _Recalibration:
         self.path = Path(args.recalibrate)
         self.profile = load_profile(self.path, "--recalibrate")  # bad: one line, exit 2
         self.quiet = args.quiet
-        self.done: set[tuple[object, ...]] = set()
-        self.entries: list[object] = []
+        self.done: set[tuple[tuple[str, int, str, int, int], int]] = set()
+        self.entries: list[ComputeEntry] = []
 
-    def __call__(self, point: object, repetition: int) -> None:
+    def __call__(self, point: Point, repetition: int) -> None:
         from .calibrate import compute_key, describe_compute, measure_compute
 
-        key = compute_key(point.spec)  # type: ignore[attr-defined]
+        key = compute_key(point.spec)
         if (key, repetition) in self.done:
             return
         self.done.add((key, repetition))
-        entry = measure_compute(point.spec, key[3], key[4])  # type: ignore[attr-defined]
+        entry = measure_compute(point.spec, key[3], key[4])
         self.entries.append(entry)
         if not self.quiet:
             print(f"recalibrate: {describe_compute(entry)}", file=sys.stderr)
@@ -141,7 +146,7 @@ class _Recalibration:
 
         from .calibrate import fold_compute
 
-        folded = fold_compute(self.profile, self.entries)  # type: ignore[arg-type]
+        folded = fold_compute(self.profile, self.entries)
         write_atomic(self.path, dump_profile(folded))
         if not self.quiet:
             print(

@@ -10,6 +10,7 @@ never run something else under its name.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -509,7 +510,10 @@ def _counts(record: dict[str, Any], watch: int) -> bool:
 
 
 def run(
-    scenario: Scenario, progress: Any = None, trace: bool = False, before: Any = None
+    scenario: Scenario,
+    progress: Any = None,
+    trace: bool = False,
+    before: Callable[[Point, int], None] | None = None,
 ) -> list[RealPoint]:
     """Check every point first (nothing starts if one is refused), then run them in turn;
     with `trace`, a Chrome trace of each point's measured steps; `before(point,
