@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import simpy
 
-from .topology import MAX_PATH, Topology
+from .topology import Topology
 
 Pair = tuple[int, int]
 
@@ -89,7 +89,7 @@ class AnalyticalNetwork(Network):
 def max_min_rates(paths: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """Max-min fair rates by progressive filling.
 
-    paths: (flows, MAX_PATH) link indices, padded with -1; capacity: (links,).
+    paths: (flows, max path) link indices, padded with -1; capacity: (links,).
     Each round finds the tightest link (residual capacity / unfixed flows crossing it),
     gives every unfixed flow through a link that tight that fair share, and removes them.
     Symmetric cases finish in one round.
@@ -132,7 +132,7 @@ class _Plan(NamedTuple):
     """Routes of one list of pairs, as arrays (collectives reuse the same pairs each step)."""
 
     keep: np.ndarray  # index of each pair that moves data (src != dst)
-    paths: np.ndarray  # (flows, MAX_PATH)
+    paths: np.ndarray  # (flows, topology.max_path)
     latency: np.ndarray  # seconds per message
     inter_host: np.ndarray  # bool
 
@@ -147,7 +147,7 @@ class FlowNetwork(Network):
 
     def __init__(self, env: simpy.Environment, topology: Topology):
         super().__init__(env, topology)
-        self._paths = np.empty((0, MAX_PATH), dtype=np.int64)
+        self._paths = np.empty((0, topology.max_path), dtype=np.int64)
         self._remaining = np.empty(0)
         self._rates = np.empty(0)
         self._tolerance = np.empty(0)
@@ -168,7 +168,9 @@ class FlowNetwork(Network):
             routes = [self.topology.route(*pairs[i]) for i in keep]
             plan = _Plan(
                 np.array(keep, dtype=np.int64),
-                np.array([r.padded for r in routes], dtype=np.int64).reshape(-1, MAX_PATH),
+                np.array([r.padded for r in routes], dtype=np.int64).reshape(
+                    -1, self.topology.max_path
+                ),
                 np.array([r.latency for r in routes], dtype=float),
                 np.array([r.inter_host for r in routes], dtype=bool),
             )

@@ -34,9 +34,11 @@ import numpy as np
 
 from scenarios.spec import ClusterSpec
 
-#: paths have at most this many links (NIC out, core, NIC in; or, calibrated, the two
-#: ports one way, the two ports both ways, the loopback)
-MAX_PATH = 5
+#: paths have at most this many links (NIC out, core, NIC in); with ports that carry
+#: both ways apart (calibrated, duplex > 1) one more each: the two ports one way, the two
+#: ports both ways, the loopback (`Topology.max_path`)
+MAX_PATH = 3
+MAX_PATH_DUPLEX = 5
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class Route:
     links: tuple[int, ...]
     latency: float  # seconds per message
     inter_host: bool
-    padded: np.ndarray  # links padded with -1 to MAX_PATH, for the flow model's arrays
+    padded: np.ndarray  # links padded with -1 to the topology's max_path, for the flow model
 
 
 class Topology:
@@ -95,6 +97,8 @@ class Topology:
         else:
             directions = 1
             capacity = [fabric] * ports
+        # the flow network's arrays are this wide: no wider than the routes need
+        self.max_path = MAX_PATH if self._port_both is None else MAX_PATH_DUPLEX
         self._port_out = 0
         self._port_in = 0 if directions == 1 else ports
         self._nic_out = directions * ports
@@ -145,6 +149,6 @@ class Topology:
                 links.append(self.core)
             links.append(self._nic_in + hd)
             latency, inter_host = self.network_latency, True
-        padded = np.full(MAX_PATH, -1, dtype=np.int64)
+        padded = np.full(self.max_path, -1, dtype=np.int64)
         padded[: len(links)] = links
         return Route(tuple(links), latency, inter_host, padded)
