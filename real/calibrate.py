@@ -9,7 +9,9 @@ What is measured (never the multi-worker runs a simulation will predict):
   on loopback) at sizes from 1 KiB to 32 MiB, pull and push, fitted by least squares to
   time = latency + bytes / bandwidth; and exchange: the same sizes moved both ways at once
   (one call reads a variable of the server and writes another), fitted the same way per
-  direction, which says how much of what a process sends and receives overlaps;
+  direction, which says how much of what a process sends and receives overlaps; and
+  messages: a call that reads one small tensor, and one that reads a chain of 8, each
+  read waiting for the one before: what each further message inside one call costs;
 - coordinator (parameter-server scenarios): ClusterCoordinator's own round trips, a
   closure dispatched and fetched and a function run on a server variable (latency only);
 - all-reduce: MultiWorkerMirroredStrategy's ring all-reduce among N processes for every N
@@ -41,6 +43,7 @@ from scenarios.profile import (
     Coordinator,
     Fit,
     Machine,
+    Messages,
     Profile,
     RestartEntry,
     Sample,
@@ -55,6 +58,8 @@ from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, require_gpu
 #: message sizes probed (bytes): 1 KiB to 32 MiB, roughly x8 apart
 SIZES = (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 21, 1 << 23, 1 << 25)
 REPEATS = 15
+#: reads chained in one call by the small-message probe (each waits for the one before)
+CHAIN = 8
 WARMUP = 2
 #: steps timed per compute measurement (after the scenario's warm-up steps)
 COMPUTE_STEPS = 100
@@ -211,17 +216,38 @@ def _probe_samples(result: Any, kinds: tuple[str, ...], worker: int = 0) -> dict
     return samples
 
 
-def measure_transfer(device: str = "cpu") -> tuple[Fit, Fit]:
-    """One tensor moved between two processes one way (pull and push), and the same size
-    both ways at once (exchange, per direction)."""
-    common = {"sizes": list(SIZES), "repeats": REPEATS, "warmup": WARMUP}
+def measure_transfer(device: str = "cpu") -> tuple[Fit, Fit, Messages]:
+    """One tensor moved between two processes one way (pull and push), the same size both
+    ways at once (exchange, per direction), and small messages inside one call."""
+    common = {"sizes": list(SIZES), "repeats": REPEATS, "warmup": WARMUP, "chain": CHAIN}
     jobs = [
         dict(common, role="chief", index=0, probe="transfer"),
         dict(common, role="ps", index=0, serve=True, workers=1),
     ]
     result = Launcher(jobs, TIMEOUT_S, device).run()
     one_way = Fit.model_validate(_fit(_probe_samples(result, ("pull", "push"))))
-    return one_way, Fit.model_validate(_fit(_probe_samples(result, ("exchange",))))
+    exchange = Fit.model_validate(_fit(_probe_samples(result, ("exchange",))))
+    return one_way, exchange, messages_of(result.of("probe"))
+
+
+def messages_of(records: Iterable[dict[str, Any]]) -> Messages:
+    """The chain probe's medians: one read in a call, and the slope per further read."""
+    times: dict[int, list[float]] = {}
+    for r in records:
+        if r.get("kind") == "chain":
+            times.setdefault(int(r["messages"]), []).append(float(r["time_s"]))
+    if len(times) != 2:
+        raise RuntimeError(f"calibration: chain probe gave {sorted(times)} call lengths, not 2")
+    (one, first), (chain, longest) = sorted((k, float(np.median(v))) for k, v in times.items())
+    chained = max(0.0, (longest - first) / (chain - one))
+    return Messages.model_validate(
+        {
+            "first": f"{first} s",
+            "chained": f"{chained} s",
+            "chain": chain,
+            "samples": min(len(v) for v in times.values()),
+        }
+    )
 
 
 def measure_allreduce(workers: int, device: str = "cpu") -> CollectiveFit:
@@ -407,9 +433,14 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         entry = measure_compute(spec, key[3], key[4])
         say(describe_compute(entry))
         compute.append(entry)
-    transfer, exchange = measure_transfer(device)
+    transfer, exchange, messages = measure_transfer(device)
     say(_describe("transfer (one tensor between two processes)", transfer))
     say(_describe("exchange (a tensor each way at once; bandwidth per direction)", exchange))
+    say(
+        f"messages: a call reading one small tensor {messages.first * 1e3:.3g} ms; each "
+        f"further read the call waits for {messages.chained * 1e3:.3g} ms "
+        f"(chains of {messages.chain})"
+    )
     collectives = []
     for n in sorted({s.workers for s in specs if s.strategy.kind == "allreduce" and s.workers > 1}):
         fit = measure_allreduce(n, device)
@@ -465,6 +496,7 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         compute=compute,
         transfer=transfer,
         exchange=exchange,
+        messages=messages,
         allreduce=collectives,
     )
 

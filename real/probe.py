@@ -61,9 +61,45 @@ def transfer(job: dict[str, Any]) -> None:
             push()
             exchange().numpy()
         probes.append((n * 4, remote, pull, push, inbox, exchange))
+    # small messages inside one call: one read, and a chain of reads each waiting for the
+    # one before (a collective's ring steps): the slope is what each further message costs
+    chain = int(job.get("chain", 0))
+    calls = []
+    if chain > 1:
+        with tf.device("/job:ps/task:0"):
+            links = [tf.Variable(tf.zeros((256,))) for _ in range(chain)]
+
+        def chained(count: int) -> Any:
+            @tf.function
+            def run() -> Any:
+                total = tf.constant(0.0)
+                for v in links[:count]:
+                    with tf.control_dependencies([total]):
+                        total = total + tf.reduce_sum(tf.identity(v.read_value()))
+                return total
+
+            return run
+
+        calls = [(1, chained(1)), (chain, chained(chain))]
+        for _ in range(job["warmup"]):
+            for _count, call in calls:
+                call().numpy()
     # every size once per round, round after round: a slow spell of the machine falls on
     # all sizes alike instead of bending the fit at the sizes it happened to hit
     for _ in range(job["repeats"]):
+        for count, call in calls:
+            started = time.perf_counter()
+            call().numpy()
+            protocol.emit(
+                {
+                    "event": "probe",
+                    "worker": 0,
+                    "kind": "chain",
+                    "messages": count,
+                    "bytes": 1024,
+                    "time_s": time.perf_counter() - started,
+                }
+            )
         for nbytes, remote, pull, push, inbox, exchange in probes:
             started = time.perf_counter()
             pull().numpy()

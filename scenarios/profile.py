@@ -98,6 +98,19 @@ class CollectiveFit(Fit):
     workers: int = Field(ge=2)
 
 
+class Messages(_Strict):
+    """Small messages inside one call (medians over rounds, nothing of any size moved): a
+    call that reads one small tensor from the other process (`first`: what a point-to-point
+    call's latency is made of), and each further message the same call waits for in turn
+    (`chained`: the slope over a chain of `chain` dependent reads). A collective's ring
+    steps are messages of one op, each waiting for the one before: they pay `chained`."""
+
+    first: PositiveSeconds
+    chained: Seconds
+    chain: int = Field(ge=2)
+    samples: int = Field(default=0, ge=0)
+
+
 class Coordinator(_Strict):
     """ClusterCoordinator's own round trips (medians), nothing of any size moved."""
 
@@ -152,6 +165,7 @@ class Profile(_Strict):
     compute: list[ComputeEntry] = []
     transfer: Fit | None = None
     exchange: Fit | None = None
+    messages: Messages | None = None
     allreduce: list[CollectiveFit] = []
     coordinator: Coordinator | None = None
     updates: list[UpdateEntry] = []
@@ -289,6 +303,14 @@ def dump_profile(profile: Profile) -> str:
         document["transfer"] = fit(profile.transfer)
     if profile.exchange is not None:
         document["exchange"] = fit(profile.exchange)
+    if profile.messages is not None:
+        m = profile.messages
+        document["messages"] = {
+            "first": seconds(m.first),
+            "chained": seconds(m.chained),
+            "chain": m.chain,
+            "samples": m.samples,
+        }
     document["allreduce"] = [{"workers": f.workers, **fit(f)} for f in profile.allreduce]
     if profile.coordinator is not None:
         c = profile.coordinator

@@ -14,6 +14,14 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   what every message costs (dedicated parameter servers are processes on that machine).
   Collectives and parameter servers are predicted from it by their algorithms; the
   profile's `allreduce` fits are never used to predict (they only report the fit).
+  Per size (`SizeRate`): a message moves at the rate measured at its size (the measured
+  points interpolated), not the line's, which its largest point dominates.
+- **messages**: a call's latency is mostly the call: one that reads a small tensor from
+  the other process costs milliseconds, while each further read the same call waits for
+  costs a fraction of that (the chain probe's slope). A collective's ring steps are
+  messages of one op, each waiting for the one before: each pays `chained`. A parameter
+  server's pull or push is a call of its own (a closure's reads, its writes) and pays the
+  fit's latency, as the transfer probe's calls did (`call_s` on top of `chained`).
 - **coordinator** (parameter servers): the round trips of the framework's coordinator,
   measured with nothing of any size moved: every update waits for its closure to reach
   the worker, before the pull: `dispatch` (a closure scheduled and its result fetched) in
@@ -36,10 +44,12 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   two-process ring, where each process sends its chunk as it receives the other's, is
   where this shows.
 - **cores** (`machine.cpus`): moving a tensor between processes on loopback is CPU work
-  (serialising, copying through the kernel, deserialising). The calibrated bandwidth is
-  what one transfer achieves; each transfer in flight is taken to occupy one core, so the
-  transfers in flight on a host share `cpus x bandwidth` (a per-host link in the flow
-  network). One or two transfers on two cores run at full speed, four share it in halves.
+  at both ends (serialising, copying through the kernel, deserialising). The exchange
+  probe runs two transfers at once on two processes, and what they move together is what
+  two busy cores move: each core moves the exchange's per-direction bandwidth, so the
+  transfers in flight on a host share `cpus x` it (a per-host link in the flow network).
+  Without an exchange fit, each transfer in flight occupies one core at the one-way
+  bandwidth (`cpus x bandwidth`).
 
 Not taken: parameter-server processes do not count among the P processes computing at
 once (in a synchronous step they serve pushes and pulls while the workers wait; the CPU
@@ -52,8 +62,46 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from scenarios.profile import Fit, Profile, restart_job, server_processes
 from scenarios.spec import ClusterSpec, ScenarioSpec
+
+
+class SizeRate:
+    """How fast a message of each size moves between two processes, against the fit's line.
+
+    The fit `time = latency + bytes / bandwidth` is one line through the measured sizes,
+    and the largest dominates it: on this kind of machine one tensor of 2-8 MiB moves
+    faster than the line's bandwidth once its latency is paid, one of 32 MiB slower. The
+    measured points say by how much: a message of `s` bytes takes the time interpolated
+    between the measured sizes around it (`T(s)`, linear in bytes), so its bytes move at
+    `s / (T(s) - latency)`, `rate(s)` times the line's bandwidth. Taken only where the
+    bytes take at least as long as the latency on the line (`s >= latency x bandwidth`):
+    below that, timing noise of a few hundred microseconds would decide the rate of
+    messages whose cost is their latency anyway. Beyond the largest size measured, the
+    rate measured there holds.
+    """
+
+    def __init__(self, fit: Fit):
+        points = sorted((p.bytes, p.time) for p in fit.points)
+        self.sizes = np.array([b for b, _ in points], dtype=float)
+        self.times = np.array([t for _, t in points], dtype=float)
+        self.latency = fit.latency
+        self.bandwidth = fit.bandwidth
+        self.knee = fit.latency * fit.bandwidth
+
+    def __call__(self, sizes: np.ndarray) -> np.ndarray:
+        """rate(s) for each message size (1 where the points do not decide it)."""
+        sizes = np.asarray(sizes, dtype=float)
+        if len(self.sizes) < 2:
+            return np.ones_like(sizes)
+        within = np.minimum(sizes, self.sizes[-1])
+        over = np.interp(within, self.sizes, self.times) - self.latency
+        decided = (within >= self.knee) & (over > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = within / (self.bandwidth * over)
+        return np.where(decided, rate, 1.0)
 
 
 @dataclass(frozen=True)
@@ -76,6 +124,28 @@ class Calibration:
     update_s: float | None = None
     # what a process's port carries both ways together, in multiples of one way
     duplex: float = 1.0
+    # the exchange probe's fit (a tensor each way at once), when the profile has one
+    exchange: Fit | None = None
+
+    @property
+    def message_s(self) -> float:
+        """Latency of each message on the calibrated link: a message of one call chained
+        after another (the profile's `messages.chained`), or the fit's latency without it."""
+        assert self.transfer is not None
+        chained = self.profile.messages
+        if chained is None:
+            return self.transfer.latency
+        return min(chained.chained, self.transfer.latency)
+
+    @property
+    def call_s(self) -> float:
+        """What a point-to-point call pays before its first message, beyond the message's
+        own latency: the fit's latency less `message_s` (0 without a transfer fit)."""
+        return 0.0 if self.transfer is None else self.transfer.latency - self.message_s
+
+    @property
+    def size_rate(self) -> SizeRate | None:
+        return None if self.transfer is None else SizeRate(self.transfer)
 
     @property
     def cpus(self) -> int:
@@ -83,8 +153,17 @@ class Calibration:
 
     @property
     def loopback_capacity(self) -> float | None:
-        """Bytes/s all transfers in flight on one host share: cores x calibrated bandwidth."""
-        return None if self.transfer is None else self.cpus * self.transfer.bandwidth
+        """Bytes/s all transfers in flight on one host share: cores x what one core moves.
+
+        Moving a tensor costs CPU at both ends (serialising and copying out, copying in and
+        deserialising). The exchange probe runs two transfers at once on two processes, and
+        what they move together, 2 x its per-direction bandwidth, is what two busy cores
+        move: each core moves the exchange's bandwidth. Without an exchange fit, each
+        transfer in flight is taken to occupy one core at the one-way bandwidth."""
+        if self.transfer is None:
+            return None
+        per_core = self.transfer.bandwidth if self.exchange is None else self.exchange.bandwidth
+        return self.cpus * per_core
 
     def cluster(self, cluster: ClusterSpec) -> ClusterSpec:
         """The cluster with the calibrated link between processes of one host."""
@@ -97,7 +176,7 @@ class Calibration:
                 "base": None,
                 "description": f"point-to-point transfer measured in {self.path}",
                 "bandwidth": self.transfer.bandwidth,
-                "latency": self.transfer.latency,
+                "latency": self.message_s,
             }
         )
         return cluster.model_copy(update={"host_link": link})
@@ -148,10 +227,29 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             f"transfer: latency {transfer.latency * 1e3:.4g} ms, bandwidth "
             f"{transfer.bandwidth / 1e6:.4g} MB/s ({scope})"
         )
+        rate = SizeRate(transfer)
+        decided = [
+            f"{p.bytes / 2**20:.3g} MiB x{float(rate(np.array([p.bytes]))[0]):.2f}"
+            for p in transfer.points
+            if p.bytes >= rate.knee
+        ]
         used.append(
-            f"cores: {profile.machine.cpus} (transfers in flight on a host share "
-            f"{profile.machine.cpus} x {transfer.bandwidth / 1e6:.4g} MB/s)"
+            "transfer per size: each message moves at the rate measured at its size, "
+            f"interpolated ({', '.join(decided) or 'no size measured'} the line's bandwidth; "
+            f"the line's below {rate.knee / 2**20:.3g} MiB)"
         )
+        if profile.messages is not None:
+            m = profile.messages
+            used.append(
+                f"messages: {min(m.chained, transfer.latency) * 1e3:.3g} ms per message chained "
+                f"in one call (a ring's steps); a call of its own (a parameter server's pull "
+                f"or push) pays the fit's latency {transfer.latency * 1e3:.4g} ms"
+            )
+        else:
+            not_found.append(
+                f"messages: no chain probe in {spec.cluster.profile}; every message pays "
+                f"the fit's latency {transfer.latency * 1e3:.4g} ms"
+            )
     else:
         not_found.append(
             f"transfer: no fit in {spec.cluster.profile}; catalog host_link "
@@ -165,10 +263,19 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             f"process sends and receives together {duplex:.3g} x "
             f"{transfer.bandwidth / 1e6:.4g} MB/s (one way at most {transfer.bandwidth / 1e6:.4g})"
         )
+        used.append(
+            f"cores: {profile.machine.cpus} (transfers in flight on a host share "
+            f"{profile.machine.cpus} x {profile.exchange.bandwidth / 1e6:.4g} MB/s, what "
+            "each core moved in the exchange)"
+        )
     elif transfer is not None:
         not_found.append(
             f"exchange: no fit in {spec.cluster.profile}; what a process sends and receives "
             "shares the one-way bandwidth"
+        )
+        used.append(
+            f"cores: {profile.machine.cpus} (transfers in flight on a host share "
+            f"{profile.machine.cpus} x {transfer.bandwidth / 1e6:.4g} MB/s)"
         )
     restart_s = None
     if spec.failures and step_s is not None:
@@ -230,6 +337,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         step_s=step_s,
         transfer=transfer,
         duplex=duplex,
+        exchange=profile.exchange if transfer is not None else None,
         one_machine=spec.cluster.hosts == 1 and transfer is not None,
         used=tuple(used),
         not_found=tuple(not_found),

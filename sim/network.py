@@ -39,15 +39,24 @@ class Network(ABC):
         self.topology = topology
         self.bytes_on_network = 0.0
 
-    def transfer(self, src: int, dst: int, nbytes: float, messages: int = 1) -> simpy.Event:
+    def transfer(
+        self, src: int, dst: int, nbytes: float, messages: int = 1, setup: float = 0.0
+    ) -> simpy.Event:
         """Move nbytes from src to dst; the event fires when the last byte arrives."""
-        return self.transfers([(src, dst)], nbytes, messages)
+        return self.transfers([(src, dst)], nbytes, messages, setup)
 
     @abstractmethod
     def transfers(
-        self, pairs: Sequence[Pair], nbytes: float | Sequence[float], messages: int = 1
+        self,
+        pairs: Sequence[Pair],
+        nbytes: float | Sequence[float],
+        messages: int = 1,
+        setup: float = 0.0,
     ) -> simpy.Event:
-        """Move each pair's bytes concurrently; the event fires when the last one arrives."""
+        """Move each pair's bytes concurrently; the event fires when the last one arrives.
+
+        `setup`: seconds a call pays before its first message (beyond the messages'
+        latency), e.g. a parameter server's pull issued as a call of its own."""
 
     def cancel(self, event: simpy.Event) -> None:  # noqa: B027 - a no-op by default
         """Stop the flows of one transfer (its sender failed); its event never fires.
@@ -70,7 +79,11 @@ class AnalyticalNetwork(Network):
     """alpha-beta: each transfer takes messages x latency + nbytes / (narrowest link)."""
 
     def transfers(
-        self, pairs: Sequence[Pair], nbytes: float | Sequence[float], messages: int = 1
+        self,
+        pairs: Sequence[Pair],
+        nbytes: float | Sequence[float],
+        messages: int = 1,
+        setup: float = 0.0,
     ) -> simpy.Event:
         sizes = self._sizes(pairs, nbytes)
         longest = 0.0
@@ -82,7 +95,9 @@ class AnalyticalNetwork(Network):
             if route.inter_host:
                 self.bytes_on_network += size
             bandwidth = min(capacity[link] for link in route.links)
-            longest = max(longest, messages * route.latency + size / bandwidth)
+            volume = self.topology.volume(np.array([size]), np.array([route.inter_host]), messages)
+            moved = setup + messages * route.latency + float(volume[0]) / bandwidth
+            longest = max(longest, moved)
         return self.env.timeout(longest)
 
 
@@ -179,7 +194,11 @@ class FlowNetwork(Network):
         return plan
 
     def transfers(
-        self, pairs: Sequence[Pair], nbytes: float | Sequence[float], messages: int = 1
+        self,
+        pairs: Sequence[Pair],
+        nbytes: float | Sequence[float],
+        messages: int = 1,
+        setup: float = 0.0,
     ) -> simpy.Event:
         env = self.env
         plan = self._plan(pairs)
@@ -192,12 +211,13 @@ class FlowNetwork(Network):
             event.succeed()  # only local copies: free
             return event
         self.bytes_on_network += float(sizes[plan.inter_host].sum())
+        sizes = self.topology.volume(sizes, plan.inter_host, messages)
         batch_id = self._next_batch
         self._next_batch += 1
         self._batches[batch_id] = _Batch(event, len(sizes))
         self._batch_of_event[id(event)] = batch_id
         now = env.now
-        starts = now + messages * plan.latency
+        starts = now + setup + messages * plan.latency
         # Flows that start at the same instant join in one batch: one rate update.
         for start in np.unique(starts):
             at = float(start)

@@ -102,6 +102,9 @@ class ParameterServerTraining(Training):
         # variable's on its server as that gradient arrives: the update rides on the push
         update = cal.update_s if cal else None
         self.update_s: float = update if update is not None else self.call_s
+        # a pull or push is a call of its own (a closure's reads, its writes): it pays a
+        # call's fixed cost beyond its message's latency, as the transfer probe measured
+        self.setup_s: float = cal.call_s if cal else 0.0
         self.workers = [Worker(self, w) for w in range(sim.workers)]
         if self.sync:
             self.spawn(self.coordinate())
@@ -146,7 +149,7 @@ class ParameterServerTraining(Training):
                 self.sim.dropped_gradients += 1
 
         for j, (shard, nbytes) in enumerate(self.shards):
-            event = net.transfer(node, shard, nbytes)
+            event = net.transfer(node, shard, nbytes, setup=self.setup_s)
             event.callbacks.append(functools.partial(arrived, j=j))
             events.append(event)
         worker.inflight = events
@@ -154,7 +157,9 @@ class ParameterServerTraining(Training):
 
     def pull(self, node: int, worker: Worker) -> simpy.Event:
         event = self.sim.network.transfers(
-            [(shard, node) for shard, _ in self.shards], [nbytes for _, nbytes in self.shards]
+            [(shard, node) for shard, _ in self.shards],
+            [nbytes for _, nbytes in self.shards],
+            setup=self.setup_s,
         )
         worker.inflight = [event]
         return event
@@ -265,6 +270,8 @@ class ParameterServerTraining(Training):
 
     def push_async(self, node: int, worker: Worker) -> list[simpy.Event]:
         net = self.sim.network
-        events = [net.transfer(node, shard, nbytes) for shard, nbytes in self.shards]
+        events = [
+            net.transfer(node, shard, nbytes, setup=self.setup_s) for shard, nbytes in self.shards
+        ]
         worker.inflight = events
         return events

@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import yaml
 
 from scenarios import ScenarioError, load, vocab
 from scenarios.profile import ComputeEntry, Machine, Profile, dump_profile, load_profile
@@ -28,15 +30,18 @@ compute:
   - {model: toy, batch_per_worker: 10, dtype: float32, processes: 2, step_time: 7.0 ms, steps: 50}
 transfer: {latency: 1.9 ms, bandwidth: 160 MB/s, r2: 0.998, max_rel_residual: 0.12}
 exchange: {latency: 3 ms, bandwidth: 120 MB/s, r2: 0.99, max_rel_residual: 0.2}
+messages: {first: 2.2 ms, chained: 0.5 ms, chain: 8}
 allreduce:
   - {workers: 2, latency: 1 s, bandwidth: 1 kB/s, r2: 0.5, max_rel_residual: 3.0}
 """
 
 STEP_1 = 6.4e-3  # s, one process
 STEP_2 = 7.0e-3  # s, two at once
-ALPHA = 1.9e-3  # s
+ALPHA = 1.9e-3  # s, a call moving one tensor pays it (a parameter server's pull or push)
+CHAINED = 0.5e-3  # s, each message chained in one call (a ring's steps) pays this instead
 BETA = 160e6  # bytes/s
-DUPLEX = 2 * 120e6 / BETA  # both ways at once: 120 MB/s each, 1.5 x the one-way 160
+BETA_X = 120e6  # bytes/s each way at once (the exchange), what each core moves when busy
+DUPLEX = 2 * BETA_X / BETA  # both ways at once: 120 MB/s each, 1.5 x the one-way 160
 CPUS = 2
 PARAMS = 1e6
 S = PARAMS * 4  # gradient bytes, float32
@@ -59,6 +64,10 @@ strategy: {kind: allreduce, algorithm: ring, fusion_buffer: 1 GiB, overlap: fals
 """
 
 
+def yaml_of(text: str) -> Any:
+    return yaml.safe_load(text)
+
+
 def write(tmp_path: Path, profile: str = PROFILE, scenario: str = SCENARIO) -> Path:
     (tmp_path / "box.yaml").write_text(profile)
     path = tmp_path / "scenario.yaml"
@@ -71,9 +80,10 @@ def simulate(path: Path, *sets: str) -> dict[str, Any]:
     return summarize(point.spec, Simulation(point.spec, profile=point.profile).run())
 
 
-def ring(n: int, rate: float) -> float:
-    """Ring all-reduce of S bytes over n ranks, every link at `rate` (Patarasuk & Yuan)."""
-    return 2 * (n - 1) * (ALPHA + S / (n * rate))
+def ring(n: int, rate: float, latency: float = CHAINED) -> float:
+    """Ring all-reduce of S bytes over n ranks, every link at `rate` (Patarasuk & Yuan);
+    its 2(n - 1) steps are messages of one op, chained: each pays `latency`."""
+    return 2 * (n - 1) * (latency + S / (n * rate))
 
 
 # ------------------------------------------------------------------ the format
@@ -262,7 +272,7 @@ def test_two_workers_ring_on_one_host(tmp_path: Path, network: str) -> None:
     # DUPLEX x beta / 2 each (each under the one-way beta)
     row = simulate(write(tmp_path), "cluster.devices_per_host=2", f"sim.network_model={network}")
     rate = BETA if network == "analytical" else DUPLEX * BETA / 2
-    expected = STEP_2 + 2 * (2 - 1) * (ALPHA + S / (2 * rate))
+    expected = STEP_2 + 2 * (2 - 1) * (CHAINED + S / (2 * rate))
     assert expected == pytest.approx(STEP_2 + ring(2, rate))
     assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
     assert row["bytes_on_network"] == 0  # all on the one calibrated machine
@@ -275,11 +285,12 @@ def test_four_workers_share_two_cores(tmp_path: Path) -> None:
     # analytical (no contention): every ring link at the calibrated bandwidth
     row = simulate(path, "cluster.devices_per_host=4", "sim.network_model=analytical")
     assert row["step_time_mean_s"] == pytest.approx(step_4 + ring(4, BETA), rel=1e-9, abs=0)
-    # flow: four transfers in flight on two cores share 2 x beta: beta / 2 each, tighter
-    # than each process's port, which carries its send and its receive at DUPLEX x beta / 2
+    # flow: four transfers in flight on two cores share what two busy cores move, 2 x the
+    # exchange's beta_x: beta_x / 2 each, tighter than each process's port, which carries
+    # its send and its receive at DUPLEX x beta / 2 = beta_x
     row = simulate(path, "cluster.devices_per_host=4", "sim.network_model=flow")
-    shared = min(DUPLEX * BETA / 2, CPUS * BETA / 4)
-    assert shared == BETA / 2
+    shared = min(DUPLEX * BETA / 2, CPUS * BETA_X / 4)
+    assert shared == BETA_X / 2
     assert row["step_time_mean_s"] == pytest.approx(step_4 + ring(4, shared), rel=1e-9, abs=0)
 
 
@@ -308,13 +319,86 @@ def test_how_much_sending_and_receiving_overlap(tmp_path: Path) -> None:
     flow = "sim.network_model=flow"
     row = simulate(write(tmp_path, profile=without), "cluster.devices_per_host=2", flow)
     assert row["step_time_mean_s"] == pytest.approx(STEP_2 + ring(2, BETA / 2), rel=1e-9)
+    # and without it the cores move the one-way beta each: five processes, 2/5 beta each,
+    # tighter than their ports' beta / 2
+    row = simulate(write(tmp_path, profile=without), "cluster.devices_per_host=5", flow)
+    step_5 = STEP_2 * 5 / 2
+    assert row["step_time_mean_s"] == pytest.approx(step_5 + ring(5, CPUS * BETA / 5), rel=1e-9)
     full = PROFILE.replace("bandwidth: 120 MB/s", "bandwidth: 200 MB/s")
     row = simulate(write(tmp_path, profile=full), "cluster.devices_per_host=2", flow)
     assert row["step_time_mean_s"] == pytest.approx(STEP_2 + ring(2, BETA), rel=1e-9)
     row = simulate(write(tmp_path), "cluster.devices_per_host=3", flow)
-    shared = min(DUPLEX * BETA / 2, CPUS * BETA / 3)  # the cores: 2/3 beta < 3/4 beta
+    shared = min(DUPLEX * BETA / 2, CPUS * BETA_X / 3)  # the cores: 80 MB/s < 120 MB/s
     step_3 = STEP_2 * 3 / 2
     assert row["step_time_mean_s"] == pytest.approx(step_3 + ring(3, shared), rel=1e-9)
+
+
+# Measured points around the line: 1 MiB on it, 2 MiB twice as fast as the line's
+# bandwidth once the latency is paid, 4 MiB at three quarters of it.
+MIB = 2**20
+POINTS = [(MIB, ALPHA + MIB / BETA), (2 * MIB, ALPHA + 2 * MIB / (2 * BETA))]
+POINTS += [(4 * MIB, ALPHA + 4 * MIB / (0.75 * BETA))]
+
+
+def with_points(points: list[tuple[float, float]]) -> str:
+    listed = ", ".join(f"{{bytes: {b} B, time: {t} s}}" for b, t in points)
+    return PROFILE.replace(
+        "max_rel_residual: 0.12}", f"max_rel_residual: 0.12, points: [{listed}]}}"
+    )
+
+
+def test_size_rate_from_the_measured_points() -> None:
+    from sim.calibration import SizeRate
+
+    transfer = Profile.model_validate(yaml_of(with_points(POINTS))).transfer
+    assert transfer is not None
+    rate = SizeRate(transfer)
+    assert rate.knee == pytest.approx(ALPHA * BETA)  # 304 kB: the bytes take the latency
+    sizes = np.array([1e3, MIB, 1.5 * MIB, 2 * MIB, 4 * MIB, 64 * MIB])
+    # at 1.5 MiB, halfway between the points in bytes and so in time
+    halfway = (POINTS[0][1] + POINTS[1][1]) / 2 - ALPHA
+    expected = [1.0, 1.0, 1.5 * MIB / (BETA * halfway), 2.0, 0.75, 0.75]
+    assert rate(sizes).tolist() == pytest.approx(expected, rel=1e-12)
+    # the message's time alone is the measured one at every measured size
+    for size, measured in POINTS:
+        assert ALPHA + size / (BETA * rate(np.array([size]))[0]) == pytest.approx(measured)
+
+
+@pytest.mark.parametrize("network", ["analytical", "flow"])
+def test_ring_messages_move_at_their_sizes_rate(tmp_path: Path, network: str) -> None:
+    # two workers, gradients of 4 MiB: each ring step moves a 2 MiB chunk, measured twice
+    # as fast as the line; the flow model's ports then carry DUPLEX x beta both ways
+    scenario = SCENARIO.replace("params: 1e6", f"params: {MIB}")
+    path = write(tmp_path, profile=with_points(POINTS), scenario=scenario)
+    row = simulate(path, "cluster.devices_per_host=2", f"sim.network_model={network}")
+    rate = 2 * (BETA if network == "analytical" else DUPLEX * BETA / 2)
+    expected = STEP_2 + 2 * (CHAINED + 2 * MIB / rate)
+    assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
+
+
+def test_without_the_chain_probe_every_message_pays_the_fit_latency(
+    tmp_path: Path, capsys: Any
+) -> None:
+    without = PROFILE.replace("messages: {first: 2.2 ms, chained: 0.5 ms, chain: 8}\n", "")
+    path = write(tmp_path, profile=without)
+    row = simulate(path, "cluster.devices_per_host=2", "sim.network_model=analytical")
+    assert row["step_time_mean_s"] == pytest.approx(STEP_2 + ring(2, BETA, latency=ALPHA), rel=1e-9)
+    assert main([str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    assert "messages: no chain probe" in capsys.readouterr().err
+
+
+def test_chain_probe_medians_and_slope() -> None:
+    from real.calibrate import messages_of
+
+    records = [{"kind": "chain", "messages": 1, "time_s": t} for t in (2e-3, 3e-3, 9e-3)]
+    records += [{"kind": "chain", "messages": 8, "time_s": t} for t in (6e-3, 6.5e-3, 7e-3)]
+    records += [{"kind": "pull", "bytes": 1024, "time_s": 1.0}]
+    messages = messages_of(records)
+    assert messages.first == pytest.approx(3e-3)  # the median, not the mean
+    assert messages.chained == pytest.approx((6.5e-3 - 3e-3) / 7)
+    assert (messages.chain, messages.samples) == (8, 3)
+    with pytest.raises(RuntimeError, match="chain probe"):
+        messages_of(records[:3])
 
 
 def test_layers_keep_their_shares(tmp_path: Path) -> None:

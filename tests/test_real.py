@@ -224,6 +224,9 @@ def test_calibrate_parameter_servers_with_a_failure(scenario: Path, tmp_path: Pa
     exchange = profile.exchange  # both ways at once: per direction, no faster than one way
     assert exchange is not None and len(exchange.points) == 7
     assert 1e6 < exchange.bandwidth < 1.5 * transfer.bandwidth
+    messages = profile.messages  # a chain of 8 reads in one call: each costs under one call
+    assert messages is not None and (messages.chain, messages.samples) == (8, 15)
+    assert 0 <= messages.chained < messages.first < 1
     coordinator = profile.coordinator
     assert coordinator is not None and coordinator.queued is not None
     assert 0 < coordinator.call < 1 and 0 < coordinator.dispatch < 1
