@@ -14,8 +14,6 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   what every message costs (dedicated parameter servers are processes on that machine).
   Collectives and parameter servers are predicted from it by their algorithms; the
   profile's `allreduce` fits are never used to predict (they only report the fit).
-  Per size (`SizeRate`): a message moves at the rate measured at its size (the measured
-  points interpolated), not the line's, which its largest point dominates.
 - **messages**: a call's latency is mostly the call: one that reads a small tensor from
   the other process costs milliseconds, while each further read the same call waits for
   costs a fraction of that (the chain probe's slope). A collective's ring steps are
@@ -62,46 +60,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from scenarios.profile import Fit, Profile, restart_job, server_processes
 from scenarios.spec import ClusterSpec, ScenarioSpec
-
-
-class SizeRate:
-    """How fast a message of each size moves between two processes, against the fit's line.
-
-    The fit `time = latency + bytes / bandwidth` is one line through the measured sizes,
-    and the largest dominates it: on this kind of machine one tensor of 2-8 MiB moves
-    faster than the line's bandwidth once its latency is paid, one of 32 MiB slower. The
-    measured points say by how much: a message of `s` bytes takes the time interpolated
-    between the measured sizes around it (`T(s)`, linear in bytes), so its bytes move at
-    `s / (T(s) - latency)`, `rate(s)` times the line's bandwidth. Taken only where the
-    bytes take at least as long as the latency on the line (`s >= latency x bandwidth`):
-    below that, timing noise of a few hundred microseconds would decide the rate of
-    messages whose cost is their latency anyway. Beyond the largest size measured, the
-    rate measured there holds.
-    """
-
-    def __init__(self, fit: Fit):
-        points = sorted((p.bytes, p.time) for p in fit.points)
-        self.sizes = np.array([b for b, _ in points], dtype=float)
-        self.times = np.array([t for _, t in points], dtype=float)
-        self.latency = fit.latency
-        self.bandwidth = fit.bandwidth
-        self.knee = fit.latency * fit.bandwidth
-
-    def __call__(self, sizes: np.ndarray) -> np.ndarray:
-        """rate(s) for each message size (1 where the points do not decide it)."""
-        sizes = np.asarray(sizes, dtype=float)
-        if len(self.sizes) < 2:
-            return np.ones_like(sizes)
-        within = np.minimum(sizes, self.sizes[-1])
-        over = np.interp(within, self.sizes, self.times) - self.latency
-        decided = (within >= self.knee) & (over > 0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate = within / (self.bandwidth * over)
-        return np.where(decided, rate, 1.0)
 
 
 @dataclass(frozen=True)
@@ -142,10 +102,6 @@ class Calibration:
         """What a point-to-point call pays before its first message, beyond the message's
         own latency: the fit's latency less `message_s` (0 without a transfer fit)."""
         return 0.0 if self.transfer is None else self.transfer.latency - self.message_s
-
-    @property
-    def size_rate(self) -> SizeRate | None:
-        return None if self.transfer is None else SizeRate(self.transfer)
 
     @property
     def cpus(self) -> int:
@@ -226,17 +182,6 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         used.append(
             f"transfer: latency {transfer.latency * 1e3:.4g} ms, bandwidth "
             f"{transfer.bandwidth / 1e6:.4g} MB/s ({scope})"
-        )
-        rate = SizeRate(transfer)
-        decided = [
-            f"{p.bytes / 2**20:.3g} MiB x{float(rate(np.array([p.bytes]))[0]):.2f}"
-            for p in transfer.points
-            if p.bytes >= rate.knee
-        ]
-        used.append(
-            "transfer per size: each message moves at the rate measured at its size, "
-            f"interpolated ({', '.join(decided) or 'no size measured'} the line's bandwidth; "
-            f"the line's below {rate.knee / 2**20:.3g} MiB)"
         )
         if profile.messages is not None:
             m = profile.messages

@@ -95,8 +95,7 @@ class AnalyticalNetwork(Network):
             if route.inter_host:
                 self.bytes_on_network += size
             bandwidth = min(capacity[link] for link in route.links)
-            volume = self.topology.volume(np.array([size]), np.array([route.inter_host]), messages)
-            moved = setup + messages * route.latency + float(volume[0]) / bandwidth
+            moved = setup + messages * route.latency + size / bandwidth
             longest = max(longest, moved)
         return self.env.timeout(longest)
 
@@ -211,7 +210,6 @@ class FlowNetwork(Network):
             event.succeed()  # only local copies: free
             return event
         self.bytes_on_network += float(sizes[plan.inter_host].sum())
-        sizes = self.topology.volume(sizes, plan.inter_host, messages)
         batch_id = self._next_batch
         self._next_batch += 1
         self._batches[batch_id] = _Batch(event, len(sizes))

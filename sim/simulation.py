@@ -93,7 +93,6 @@ class Simulation:
                 cal.loopback_capacity,
                 cal.one_machine,
                 cal.duplex,
-                cal.size_rate,
             )
         self.network = make_network(spec.sim.network_model, self.env, self.topology)
         self.tracer: ChromeTracer | NullTracer = (

@@ -17,8 +17,6 @@ Links (each one direction of a full-duplex port; capacity in bytes/s):
     own CPU: one direction at most the calibrated bandwidth, both together `duplex` times
     it (a link shared by both directions; `duplex` 1: one link for both, as measured by
     the profile's exchange probe, 2: full duplex).
-With a calibration, a flow inside a host weighs its bytes over the rate measured at its
-messages' size (`volume`), so an isolated message takes the measured time.
 Inside a host a message crosses the sender's out-port and the receiver's in-port (and the
 host's loopback, when calibrated); between hosts it crosses the sender host's NIC out, the
 core (if any) and the receiver host's NIC in. The PCIe hop from a device to its NIC is not
@@ -31,7 +29,6 @@ host; their own hosts and NICs carry nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,14 +60,12 @@ class Topology:
         loopback: float | None = None,
         one_machine: bool = False,
         duplex: float = 1.0,
-        size_rate: Callable[[np.ndarray], np.ndarray] | None = None,
     ):
         """`loopback`: bytes/s the messages inside one host share (None: unlimited);
         `one_machine`: dedicated servers run on host 0 (see the module's docstring);
         `duplex` (with `loopback`): what a port carries both ways together, in multiples
         of what it carries one way."""
         self.hosts = cluster.hosts
-        self.size_rate = size_rate
         self.devices_per_host = cluster.devices_per_host
         self.workers = cluster.workers
         self.dedicated_servers = dedicated_servers
@@ -122,14 +117,6 @@ class Topology:
         self.fabric_latency = cluster.host_link.latency
         self.network_latency = cluster.network.latency
         self._cache: dict[tuple[int, int], Route] = {}
-
-    def volume(self, sizes: np.ndarray, inter_host: np.ndarray, messages: int) -> np.ndarray:
-        """What each flow weighs on its links: bytes inside a calibrated host divided by the
-        measured rate of its messages' size (`sim/calibration.py` SizeRate); else bytes."""
-        if self.size_rate is None:
-            return sizes
-        rate = self.size_rate(sizes / max(messages, 1))
-        return np.where(inter_host, sizes, sizes / rate)
 
     def worker(self, w: int) -> int:
         return w

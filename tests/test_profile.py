@@ -8,9 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-import yaml
 
 from scenarios import ScenarioError, load, vocab
 from scenarios.profile import ComputeEntry, Machine, Profile, dump_profile, load_profile
@@ -62,10 +60,6 @@ cluster:
 training: {batch_per_worker: 10, steps: 5, warmup_steps: 1}
 strategy: {kind: allreduce, algorithm: ring, fusion_buffer: 1 GiB, overlap: false}
 """
-
-
-def yaml_of(text: str) -> Any:
-    return yaml.safe_load(text)
 
 
 def write(tmp_path: Path, profile: str = PROFILE, scenario: str = SCENARIO) -> Path:
@@ -331,49 +325,6 @@ def test_how_much_sending_and_receiving_overlap(tmp_path: Path) -> None:
     shared = min(DUPLEX * BETA / 2, CPUS * BETA_X / 3)  # the cores: 80 MB/s < 120 MB/s
     step_3 = STEP_2 * 3 / 2
     assert row["step_time_mean_s"] == pytest.approx(step_3 + ring(3, shared), rel=1e-9)
-
-
-# Measured points around the line: 1 MiB on it, 2 MiB twice as fast as the line's
-# bandwidth once the latency is paid, 4 MiB at three quarters of it.
-MIB = 2**20
-POINTS = [(MIB, ALPHA + MIB / BETA), (2 * MIB, ALPHA + 2 * MIB / (2 * BETA))]
-POINTS += [(4 * MIB, ALPHA + 4 * MIB / (0.75 * BETA))]
-
-
-def with_points(points: list[tuple[float, float]]) -> str:
-    listed = ", ".join(f"{{bytes: {b} B, time: {t} s}}" for b, t in points)
-    return PROFILE.replace(
-        "max_rel_residual: 0.12}", f"max_rel_residual: 0.12, points: [{listed}]}}"
-    )
-
-
-def test_size_rate_from_the_measured_points() -> None:
-    from sim.calibration import SizeRate
-
-    transfer = Profile.model_validate(yaml_of(with_points(POINTS))).transfer
-    assert transfer is not None
-    rate = SizeRate(transfer)
-    assert rate.knee == pytest.approx(ALPHA * BETA)  # 304 kB: the bytes take the latency
-    sizes = np.array([1e3, MIB, 1.5 * MIB, 2 * MIB, 4 * MIB, 64 * MIB])
-    # at 1.5 MiB, halfway between the points in bytes and so in time
-    halfway = (POINTS[0][1] + POINTS[1][1]) / 2 - ALPHA
-    expected = [1.0, 1.0, 1.5 * MIB / (BETA * halfway), 2.0, 0.75, 0.75]
-    assert rate(sizes).tolist() == pytest.approx(expected, rel=1e-12)
-    # the message's time alone is the measured one at every measured size
-    for size, measured in POINTS:
-        assert ALPHA + size / (BETA * rate(np.array([size]))[0]) == pytest.approx(measured)
-
-
-@pytest.mark.parametrize("network", ["analytical", "flow"])
-def test_ring_messages_move_at_their_sizes_rate(tmp_path: Path, network: str) -> None:
-    # two workers, gradients of 4 MiB: each ring step moves a 2 MiB chunk, measured twice
-    # as fast as the line; the flow model's ports then carry DUPLEX x beta both ways
-    scenario = SCENARIO.replace("params: 1e6", f"params: {MIB}")
-    path = write(tmp_path, profile=with_points(POINTS), scenario=scenario)
-    row = simulate(path, "cluster.devices_per_host=2", f"sim.network_model={network}")
-    rate = 2 * (BETA if network == "analytical" else DUPLEX * BETA / 2)
-    expected = STEP_2 + 2 * (CHAINED + 2 * MIB / rate)
-    assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
 
 
 def test_without_the_chain_probe_every_message_pays_the_fit_latency(
