@@ -84,8 +84,6 @@ class Calibration:
     update_s: float | None = None
     # what a process's port carries both ways together, in multiples of one way
     duplex: float = 1.0
-    # the exchange probe's fit (a tensor each way at once), when the profile has one
-    exchange: Fit | None = None
 
     @property
     def message_s(self) -> float:
@@ -118,7 +116,8 @@ class Calibration:
         transfer in flight is taken to occupy one core at the one-way bandwidth."""
         if self.transfer is None:
             return None
-        per_core = self.transfer.bandwidth if self.exchange is None else self.exchange.bandwidth
+        exchange = self.profile.exchange
+        per_core = self.transfer.bandwidth if exchange is None else exchange.bandwidth
         return self.cpus * per_core
 
     def cluster(self, cluster: ClusterSpec) -> ClusterSpec:
@@ -282,7 +281,6 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         step_s=step_s,
         transfer=transfer,
         duplex=duplex,
-        exchange=profile.exchange if transfer is not None else None,
         one_machine=spec.cluster.hosts == 1 and transfer is not None,
         used=tuple(used),
         not_found=tuple(not_found),
