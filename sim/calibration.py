@@ -90,10 +90,7 @@ class Calibration:
         """Latency of each message on the calibrated link: a message of one call chained
         after another (the profile's `messages.chained`), or the fit's latency without it."""
         assert self.transfer is not None
-        chained = self.profile.messages
-        if chained is None:
-            return self.transfer.latency
-        return min(chained.chained, self.transfer.latency)
+        return _message_latency(self.profile, self.transfer)
 
     @property
     def call_s(self) -> float:
@@ -116,9 +113,7 @@ class Calibration:
         transfer in flight is taken to occupy one core at the one-way bandwidth."""
         if self.transfer is None:
             return None
-        exchange = self.profile.exchange
-        per_core = self.transfer.bandwidth if exchange is None else exchange.bandwidth
-        return self.cpus * per_core
+        return self.cpus * _per_core(self.profile, self.transfer)
 
     def cluster(self, cluster: ClusterSpec) -> ClusterSpec:
         """The cluster with the calibrated link between processes of one host."""
@@ -183,9 +178,8 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             f"{transfer.bandwidth / 1e6:.4g} MB/s ({scope})"
         )
         if profile.messages is not None:
-            m = profile.messages
             used.append(
-                f"messages: {min(m.chained, transfer.latency) * 1e3:.3g} ms per message chained "
+                f"messages: {_message_latency(profile, transfer) * 1e3:.3g} ms per message chained "
                 f"in one call (a ring's steps); a call of its own (a parameter server's pull "
                 f"or push) pays the fit's latency {transfer.latency * 1e3:.4g} ms"
             )
@@ -207,19 +201,16 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             f"process sends and receives together {duplex:.3g} x "
             f"{transfer.bandwidth / 1e6:.4g} MB/s (one way at most {transfer.bandwidth / 1e6:.4g})"
         )
-        used.append(
-            f"cores: {profile.machine.cpus} (transfers in flight on a host share "
-            f"{profile.machine.cpus} x {profile.exchange.bandwidth / 1e6:.4g} MB/s, what "
-            "each core moved in the exchange)"
-        )
     elif transfer is not None:
         not_found.append(
             f"exchange: no fit in {spec.cluster.profile}; what a process sends and receives "
             "shares the one-way bandwidth"
         )
+    if transfer is not None:
+        how = "" if profile.exchange is None else ", what each core moved in the exchange"
         used.append(
             f"cores: {profile.machine.cpus} (transfers in flight on a host share "
-            f"{profile.machine.cpus} x {transfer.bandwidth / 1e6:.4g} MB/s)"
+            f"{profile.machine.cpus} x {_per_core(profile, transfer) / 1e6:.4g} MB/s{how})"
         )
     restart_s = None
     if spec.failures and step_s is not None:
@@ -285,6 +276,20 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         used=tuple(used),
         not_found=tuple(not_found),
     )
+
+
+def _message_latency(profile: Profile, transfer: Fit) -> float:
+    """Each message of one call chained after another: the chain probe's slope (never more
+    than the fit's latency), or the fit's latency without the probe."""
+    if profile.messages is None:
+        return transfer.latency
+    return min(profile.messages.chained, transfer.latency)
+
+
+def _per_core(profile: Profile, transfer: Fit) -> float:
+    """Bytes/s one busy core moves between processes: the exchange's per-direction
+    bandwidth, or the one-way bandwidth without an exchange fit."""
+    return transfer.bandwidth if profile.exchange is None else profile.exchange.bandwidth
 
 
 def _how(profile: Profile, model: str, batch: int, dtype: str, processes: int) -> str:
