@@ -329,6 +329,9 @@ class LearningRate(Strict):
 
 class TrainingSpec(Strict):
     batch_per_worker: int = Field(default=32, ge=1)
+    # strong scaling: a global batch fixed across a sweep of worker counts; the scenario
+    # then resolves batch_per_worker = global_batch / workers (it must divide evenly)
+    global_batch: int | None = Field(default=None, ge=1)
     steps: int = Field(default=100, ge=1)
     warmup_steps: int = Field(default=5, ge=0)
     data: Literal["synthetic", "digits"] = "synthetic"
@@ -531,6 +534,29 @@ class ScenarioSpec(Strict):
                 ("strategy", "backup_workers"),
                 f"{self.strategy.backup_workers} backup workers need more than {workers} workers",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _resolve_global_batch(self) -> ScenarioSpec:
+        """`training.global_batch` fixes workers x batch_per_worker: the point's own
+        batch_per_worker is set from it (strong scaling)."""
+        training = self.training
+        if training.global_batch is None:
+            return self
+        where = ("training", "global_batch")
+        if self.strategy.kind == "independent":
+            raise _LocatedError(where, "not defined for strategy kind independent (trials)")
+        if "batch_per_worker" in training.model_fields_set:
+            raise _LocatedError(where, "give batch_per_worker or global_batch, not both")
+        workers = self.workers
+        if training.global_batch % workers:
+            raise _LocatedError(
+                where, f"{training.global_batch} does not divide evenly over {workers} workers"
+            )
+        resolved = training.model_copy(
+            update={"batch_per_worker": training.global_batch // workers}
+        )
+        object.__setattr__(self, "training", resolved)  # frozen: set once, while validating
         return self
 
     @property

@@ -127,6 +127,27 @@ def test_sweep_is_cartesian_with_stable_ids() -> None:
     assert "algorithm" not in loads(text).points[3].spec.strategy.model_fields_set
 
 
+def test_global_batch_divides_over_each_points_workers() -> None:
+    # strong scaling: workers x batch_per_worker stays the global batch at every point
+    text = MINIMAL + textwrap.dedent("""
+        training: {global_batch: 96}
+        sweep:
+          cluster.devices_per_host: [1, 2, 3, 4]
+    """)
+    points = loads(text).points
+    assert [p.spec.training.batch_per_worker for p in points] == [48, 24, 16, 12]  # 2 hosts
+    assert {p.spec.workers * p.spec.training.batch_per_worker for p in points} == {96}
+
+
+def test_global_batch_errors() -> None:
+    msg = error_of(MINIMAL + "training: {global_batch: 100}\n")  # 8 workers
+    assert msg.startswith("training.global_batch:") and "8 workers" in msg and "100" in msg
+    msg = error_of(MINIMAL + "training: {global_batch: 64, batch_per_worker: 8}\n")
+    assert msg.startswith("training.global_batch:") and "not both" in msg
+    msg = error_of(MINIMAL + "training: {global_batch: 0}\n")
+    assert msg.startswith("training.global_batch:")
+
+
 def test_set_overrides() -> None:
     sc = loads(MINIMAL, sets=("cluster.hosts=3", "strategy.algorithm=tree", "seed=9"))
     spec = sc.points[0].spec
