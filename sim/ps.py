@@ -98,10 +98,13 @@ class ParameterServerTraining(Training):
         self.dispatch_s: float = timing[0]
         self.call_s: float = timing[1]
         # the measured update of the whole model on the servers, one coordinator call: it
-        # ends a synchronous round. An asynchronous closure applies its own gradients, each
-        # variable's on its server as that gradient arrives: the update rides on the push
+        # ends a synchronous round. An asynchronous closure applies its own gradients with
+        # the same ops on the same servers, inside the closure: it pays the update's work
+        # beyond the call's own round trip (with two or more servers that work includes
+        # the optimizer's scalars read across servers, which is what grows with them)
         update = cal.update_s if cal else None
         self.update_s: float = update if update is not None else self.call_s
+        self.apply_s: float = max(update - self.call_s, 0.0) if update is not None else 0.0
         # a pull or push is a call of its own (a closure's reads, its writes): it pays a
         # call's fixed cost beyond its message's latency, as the transfer probe measured
         self.setup_s: float = cal.call_s if cal else 0.0
@@ -260,6 +263,8 @@ class ParameterServerTraining(Training):
         push_start = env.now
         yield env.all_of(self.push_async(me, worker))
         worker.inflight = []
+        if self.apply_s:  # the closure's own update on the servers
+            yield env.timeout(self.apply_s)
         worker.staleness = sim.completed - version
         worker.spans = [(vocab.PULL, pull_start, pulled), (vocab.PUSH, push_start, env.now)]
         sim.apply_update()

@@ -487,11 +487,12 @@ COORDINATOR = (
 def test_measured_update_and_queued_dispatch(tmp_path: Path, sync: bool) -> None:
     # a synchronous round ends with the measured update call (not the bare call) and its
     # closures are dispatched and fetched; an asynchronous closure is queued (QUEUED) and
-    # makes no update call: its update rides on its push
+    # runs the same update ops itself, inside the closure: the update's work beyond the
+    # coordinator's call (UPDATE - CALL), after its push
     strategy = f"strategy={{kind: parameter_server, servers: 1, sync: {str(sync).lower()}}}"
     row = simulate(write(tmp_path, PROFILE + COORDINATOR), strategy, "sim.network_model=analytical")
     transfers = 2 * (ALPHA + S / BETA)
-    expected = STEP_1 + transfers + (DISPATCH + UPDATE if sync else QUEUED)
+    expected = STEP_1 + transfers + (DISPATCH + UPDATE if sync else QUEUED + UPDATE - CALL)
     assert 1 / row["throughput_samples_per_s"] * 10 == pytest.approx(expected, rel=1e-9)
 
 
