@@ -239,11 +239,22 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             used.append(
                 f"update: {update_s * 1e3:.3g} ms for {model.name} on "
                 f"{spec.strategy.servers} server(s), one coordinator call"
+                + (
+                    ""
+                    if spec.strategy.sync
+                    else "; an asynchronous closure runs its ops "
+                    "after its push and pays it less the bare call"
+                )
             )
         else:
             not_found.append(
                 f"update: no entry for {model.name} on {spec.strategy.servers} server(s) in "
-                f"{spec.cluster.profile}; the update costs the bare coordinator call"
+                f"{spec.cluster.profile}; "
+                + (
+                    "the update costs the bare coordinator call"
+                    if spec.strategy.sync
+                    else "an asynchronous closure's update costs nothing beyond its push"
+                )
             )
         if profile.coordinator is not None:
             c = profile.coordinator

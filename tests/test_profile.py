@@ -494,6 +494,11 @@ def test_measured_update_and_queued_dispatch(tmp_path: Path, sync: bool) -> None
     transfers = 2 * (ALPHA + S / BETA)
     expected = STEP_1 + transfers + (DISPATCH + UPDATE if sync else QUEUED + UPDATE - CALL)
     assert 1 / row["throughput_samples_per_s"] * 10 == pytest.approx(expected, rel=1e-9)
+    point = load(write(tmp_path, PROFILE + COORDINATOR), [strategy]).points[0]
+    calibration = Simulation(point.spec, profile=point.profile).calibration
+    assert calibration is not None
+    (line,) = [u for u in calibration.used if u.startswith("update:")]
+    assert ("asynchronous closure" in line) is not sync  # the report says how it was used
 
 
 def test_update_of_another_server_count_is_not_used(tmp_path: Path) -> None:
