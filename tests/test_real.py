@@ -376,6 +376,10 @@ def test_ctrl_c_leaves_no_process(scenario: Path, tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a shell without job control starts background commands with SIGINT ignored, and
+        # Python keeps an ignored SIGINT ignored: give run-real the terminal's default, as a
+        # user's foreground command has it, whatever started this test
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(workers_alive()) < 2:
