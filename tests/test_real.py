@@ -120,7 +120,7 @@ def test_async_parameter_server(scenario: Path, tmp_path: Path) -> None:
 def test_sync_parameter_server_backup_worker_drops_the_straggler(
     scenario: Path, tmp_path: Path
 ) -> None:
-    """2 workers, 1 backup: each round applies the first gradient; worker 1, 8x slower
+    """2 workers, 1 backup: each round applies the first gradient; worker 1, 16x slower
     (a sleep inside its closure), is the one dropped. Real data: the loss falls."""
     out = tmp_path / "sync-ps"
     proc = run_real(
@@ -130,7 +130,10 @@ def test_sync_parameter_server_backup_worker_drops_the_straggler(
         "--set",
         "strategy={kind: parameter_server, servers: 1, sync: true, backup_workers: 1}",
         "--set",
-        "stragglers={slow: [{workers: [1], factor: 8}]}",
+        # 16x: every closure's measured compute also holds a round trip to the coordinator
+        # (the straggler's sleep is a call there), about 5 ms beside 4 ms of compute, so
+        # an 8x stretch measured as under 4x once
+        "stragglers={slow: [{workers: [1], factor: 16}]}",
         "--set",
         "training={batch_per_worker: 32, steps: 16, warmup_steps: 2, data: digits, "
         "learning_rate: {base: 0.1}}",
@@ -143,7 +146,7 @@ def test_sync_parameter_server_backup_worker_drops_the_straggler(
     # one gradient applied per round, the rest dropped: dropped = closures - rounds
     assert row["dropped_gradients"] >= 1
     compute = (measured.compute_end_s - measured.start_s).groupby(measured.worker).median()
-    assert compute[1] > 4 * compute[0]  # the straggler's compute is stretched ~8x
+    assert compute[1] > 4 * compute[0]  # 16 b + r against b + r: about 7x here
     # the fast worker carries the rounds: it ran more closures than the straggler
     counts = measured.worker.value_counts()
     assert counts[0] > counts.get(1, 0)
