@@ -187,6 +187,29 @@ def kendall_tau_b(
     return float(np.sum(dx * dy)) / denominator
 
 
+def ordered_pairs(
+    x: Sequence[float], y: Sequence[float], y_resolution: Sequence[float]
+) -> tuple[int, int, int, int]:
+    """(concordant, discordant, apart, all) over the pairs of points whose y differ by
+    more than their resolution (`resolution`): how many of the pairs the measurement
+    orders x orders the same way, the other way, how many it orders, and how many pairs
+    there are. A tie in x among them counts as neither. Pairs row-major, i < j."""
+    a = np.asarray(x, dtype=float)
+    b = np.asarray(y, dtype=float)
+    gaps = np.asarray(y_resolution, dtype=float)
+    i, j = np.triu_indices(len(a), k=1)
+    if gaps.shape != i.shape:
+        raise ValueError("y_resolution needs one value per pair, n(n-1)/2 of them")
+    apart = np.abs(b[i] - b[j]) > gaps
+    agree = np.sign(a[i] - a[j]) * np.sign(b[i] - b[j])
+    return (
+        int(np.sum(apart & (agree > 0))),
+        int(np.sum(apart & (agree < 0))),
+        int(np.sum(apart)),
+        len(i),
+    )
+
+
 def run_to_run_noise(rows: pd.DataFrame) -> tuple[float, int] | None:
     """Pooled relative standard deviation of one run's throughput, from real rows repeated
     (`replications` >= 2, their 95% half-widths): (sigma, degrees of freedom), or None

@@ -25,7 +25,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reports import cli
-from reports.compare import kendall_tau_b, mape, relative_error, resolution, run_to_run_noise
+from reports.compare import (
+    kendall_tau_b,
+    mape,
+    ordered_pairs,
+    relative_error,
+    resolution,
+    run_to_run_noise,
+)
 from reports.plots import breakdown_shares
 from reports.render import SECTIONS
 from reports.timeline import MAX_STEPS, MAX_WORKERS, from_steps, window
@@ -66,6 +73,20 @@ def test_pairs_the_measurement_cannot_order_are_ties() -> None:
     assert kendall_tau_b(sim, real, [5.0, 5.0, 5.0]) == pytest.approx(2 / math.sqrt(6))
     with pytest.raises(ValueError, match="one value per pair"):
         kendall_tau_b(sim, real, [5.0])
+
+
+def test_ordered_pairs_counts_only_the_pairs_the_measurement_orders() -> None:
+    # pairs row-major: (0,1) real 100 vs 101 within resolution 5: not apart; (0,2), (1,2)
+    # apart, simulator agrees; (0,3), (1,3) apart, simulator has them the other way round
+    # (sim 300 > 102/100 while real 50 < 100/101); (2,3) apart, sim 200 < 300 while real
+    # 200 > 50: the other way too
+    sim, real = [102.0, 100.0, 200.0, 300.0], [100.0, 101.0, 200.0, 50.0]
+    assert ordered_pairs(sim, real, [5.0] * 6) == (2, 3, 5, 6)
+    # with no resolution every pair with distinct real values is apart; equal sim values
+    # count neither way
+    assert ordered_pairs([1.0, 1.0, 2.0], [1.0, 2.0, 3.0], [0.0] * 3) == (2, 0, 3, 3)
+    with pytest.raises(ValueError, match="one value per pair"):
+        ordered_pairs(sim, real, [5.0])
 
 
 def test_run_to_run_noise_pools_repeated_points() -> None:

@@ -37,6 +37,7 @@ from reports.compare import (  # noqa: E402
     combine,
     kendall_tau_b,
     mape,
+    ordered_pairs,
     resolution,
     run_to_run_noise,
 )
@@ -89,14 +90,6 @@ def _with_spread(row: Any) -> str:
     return f"{mean:,.0f} ± {half:,.0f} ({runs} runs)"
 
 
-def _apart(means: list[float], gaps: list[float]) -> tuple[int, int]:
-    """(pairs of points the real runs tell apart, all pairs), `gaps` per pair as
-    `resolution` gives them."""
-    i, j = np.triu_indices(len(means), k=1)
-    apart = sum(abs(means[a] - means[b]) > g for a, b, g in zip(i, j, gaps, strict=True))
-    return int(apart), len(gaps)
-
-
 def _self_tau(real: Any) -> float | None:
     """Kendall tau-b of the real runs against themselves: the throughput ranking of one run
     of every point against another's (meta.json `runs`, mean over pairs of runs). What
@@ -120,14 +113,15 @@ def _self_tau(real: Any) -> float | None:
 
 def _noise_paragraph(
     noise: tuple[float, int] | None,
-    resolved: list[tuple[str, float | None, tuple[int, int], float | None]],
+    resolved: list[tuple[str, float | None, tuple[int, int, int, int], float | None]],
 ) -> str:
     if noise is None:
         return "Every point ran once (`real.repeats: 1`): the run-to-run noise is not measured."
     sigma, dof = noise
     parts = ", ".join(
-        f"{name} {'n/a' if tau is None else f'{tau:.2f}'} ({apart} of {total} pairs apart)"
-        for name, tau, (apart, total), _ in resolved
+        f"{name} {'n/a' if tau is None else f'{tau:.2f}'} ({apart} of {total} pairs apart, "
+        f"{same} of them ordered by the simulator as by the runs, {other} the other way)"
+        for name, tau, (same, other, apart, total), _ in resolved
     )
     selves = ", ".join(
         f"{name} {'n/a' if own is None else f'{own:.2f}'}" for name, _, _, own in resolved
@@ -182,7 +176,14 @@ def main(argv: list[str] | None = None) -> int:
             means = list(pairs["real_throughput"])
             gaps = resolution(means, list(pairs["real_runs"]), noise)
             resolved = kendall_tau_b(list(pairs["sim_throughput"]), means, gaps)
-            resolved_taus.append((scenario.stem, resolved, _apart(means, gaps), _self_tau(real)))
+            resolved_taus.append(
+                (
+                    scenario.stem,
+                    resolved,
+                    ordered_pairs(list(pairs["sim_throughput"]), means, gaps),
+                    _self_tau(real),
+                )
+            )
         lines = [
             f"### {scenario.stem} (`scenarios/validation/{scenario.name}`)",
             "",
