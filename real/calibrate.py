@@ -68,6 +68,8 @@ COMPUTE_STEPS = 100
 RESTART_STEPS = 3
 #: update calls timed per model and server count
 UPDATE_REPEATS = 40
+#: kills and relaunches timed per job (a job's start-up varies by seconds between launches)
+RESTART_REPEATS = 3
 #: seconds any one calibration launch may take
 TIMEOUT_S = 600.0
 
@@ -290,14 +292,36 @@ def measure_coordinator(device: str = "cpu") -> Coordinator:
     )
 
 
-def measure_restart(spec: ScenarioSpec) -> RestartEntry:
+def measure_restart(spec: ScenarioSpec, repeats: int = RESTART_REPEATS) -> RestartEntry:
     """What a failure that stops the point's job costs besides its downtime, measured by
-    doing it: the job (its strategy, workers and servers; no stragglers) runs a few steps
-    with a checkpoint, the process the point's first failure names is killed, the job
-    ends as it does in a run (the survivors' next collective or call fails, every process
-    is stopped) and is launched again at once on the same checkpoint directory. The time
-    from the kill to the first step after the restore is the restart: detection and
-    teardown, imports, the cluster's handshake, building the model, restoring."""
+    doing it, `repeats` times: the job (its strategy, workers and servers; no stragglers)
+    runs a few steps with a checkpoint, the process the point's first failure names is
+    killed, the job ends as it does in a run (the survivors' next collective or call
+    fails, every process is stopped) and is launched again at once on the same checkpoint
+    directory. The restart is the time from the kill to the end of the first step after
+    the restore, less one steady step: detection and teardown, imports, the cluster's
+    handshake, building the model, restoring, and the first step's tracing (the
+    simulator charges every step after the restart at its steady time). The mean over
+    the repeats, as a run's throughput sees it."""
+    times = [_one_restart(spec) for _ in range(repeats)]
+    strategy, servers = restart_job(spec.strategy)
+    return RestartEntry.model_validate(
+        {
+            "model": spec.model.name,
+            "batch_per_worker": spec.training.batch_per_worker,
+            "dtype": spec.model.dtype,
+            "strategy": strategy,
+            "workers": spec.workers,
+            "servers": servers,
+            "time": f"{float(np.mean(times))} s",
+            "samples": len(times),
+        }
+    )
+
+
+def _one_restart(spec: ScenarioSpec) -> float:
+    """One kill and relaunch (`measure_restart`): seconds from the kill to the end of the
+    relaunched job's first step, less its steady step."""
     import shutil
     import tempfile
 
@@ -328,21 +352,21 @@ def measure_restart(spec: ScenarioSpec) -> RestartEntry:
         result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    starts = [r["start"] for r in result.of("step")]
-    if not starts:
+    steps = result.of("step")
+    if not steps:
         raise RuntimeError("the relaunched job took no step")
-    strategy, servers = restart_job(spec.strategy)
-    return RestartEntry.model_validate(
-        {
-            "model": spec.model.name,
-            "batch_per_worker": spec.training.batch_per_worker,
-            "dtype": spec.model.dtype,
-            "strategy": strategy,
-            "workers": spec.workers,
-            "servers": servers,
-            "time": f"{min(starts) - launcher.killed_at} s",
-        }
-    )
+    first = min(steps, key=lambda r: r["start"])
+    return first["end"] - launcher.killed_at - _steady_step(steps)
+
+
+def _steady_step(steps: list[dict[str, Any]]) -> float:
+    """The median time between one step's end and the next's on the same worker, the
+    first step of each (the one that traces) left out; 0 with too few steps."""
+    gaps: list[float] = []
+    for worker in {r["worker"] for r in steps}:
+        ends = sorted(r["end"] for r in steps if r["worker"] == worker)
+        gaps.extend(np.diff(ends[1:]).tolist())
+    return float(np.median(gaps)) if gaps else 0.0
 
 
 def _stopping_failure(spec: ScenarioSpec) -> Any:
@@ -484,7 +508,8 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         say(
             f"restart: {restart.model} under {restart.strategy}, {restart.workers} worker(s)"
             f"{f' and {restart.servers} server(s)' if restart.servers else ''}, relaunched "
-            f"from its checkpoint to its first step: {restart.time:.3g} s"
+            f"from its checkpoint to the end of its first step, less a steady step: "
+            f"{restart.time:.3g} s (mean of {restart.samples})"
         )
         restarts.append(restart)
     return Profile(

@@ -138,7 +138,9 @@ class UpdateEntry(_Strict):
 class RestartEntry(_Strict):
     """A job relaunched from its checkpoint after a failure: the point's job (its strategy,
     its workers and servers) killed after a checkpoint and launched again at once, timed
-    from the kill to the first step after the restore. No scenario step is timed."""
+    from the kill to the end of the first step after the restore, less one steady step
+    (the first step's tracing is part of the restart); the mean of `samples` such kills.
+    No scenario step is timed."""
 
     model: str
     batch_per_worker: int = Field(ge=1)
@@ -147,6 +149,7 @@ class RestartEntry(_Strict):
     workers: int = Field(ge=1)
     servers: int = Field(default=0, ge=0)
     time: PositiveSeconds
+    samples: int = Field(default=1, ge=1)  # kills timed (profiles before it: one)
 
 
 def restart_job(strategy: StrategySpec) -> tuple[str, int]:

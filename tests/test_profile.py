@@ -522,8 +522,22 @@ def test_profile_update_and_restart_round_trip(tmp_path: Path) -> None:
     assert profile.coordinator is not None and profile.coordinator.queued == pytest.approx(QUEUED)
     assert profile.restart("toy", 10, "float32", "allreduce/ring", 2, 0) == pytest.approx(11.5)
     assert profile.restart("toy", 10, "float32", "allreduce/ring", 3, 0) is None
+    (restart,) = profile.restarts
+    assert restart.samples == 1  # a profile written before kills were repeated: one
     (tmp_path / "again.yaml").write_text(dump_profile(profile))
     assert load_profile(tmp_path / "again.yaml") == profile
+
+
+def test_steady_step_leaves_out_each_workers_first_step() -> None:
+    from real.calibrate import _steady_step
+
+    # worker 0's first step traces (ends at 0.6 s), then one every 40 ms; worker 1 one
+    # every 50 ms after its own first: the median of the gaps (40, 40, 50, 50, 50) is 50 ms
+    steps = [{"worker": 0, "end": e} for e in (0.60, 0.64, 0.68, 0.72)]
+    steps += [{"worker": 1, "end": e} for e in (0.55, 0.60, 0.65, 0.70, 0.75)]
+    assert _steady_step(steps) == pytest.approx(0.05)
+    # the first step alone tells nothing steady: no step left out of the restart
+    assert _steady_step([{"worker": 0, "end": 0.6}, {"worker": 0, "end": 0.64}]) == 0.0
 
 
 def test_measured_relaunch_wins_over_startup(tmp_path: Path) -> None:

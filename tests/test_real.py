@@ -239,6 +239,7 @@ def test_calibrate_parameter_servers_with_a_failure(scenario: Path, tmp_path: Pa
     # the job was killed and relaunched: at least the downtime-free start of its processes
     (restart,) = profile.restarts
     assert (restart.strategy, restart.workers, restart.servers) == ("parameter_server/sync", 2, 1)
+    assert restart.samples == 3  # the mean of three kills and relaunches
     assert compute.startup is not None and 0.5 * compute.startup < restart.time < 180
     assert workers_alive() == []
 
