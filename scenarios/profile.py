@@ -346,6 +346,7 @@ def dump_profile(profile: Profile) -> str:
                 "workers": r.workers,
                 "servers": r.servers,
                 "time": seconds(r.time),
+                "samples": r.samples,
             }
             for r in profile.restarts
         ]

@@ -526,6 +526,10 @@ def test_profile_update_and_restart_round_trip(tmp_path: Path) -> None:
     assert restart.samples == 1  # a profile written before kills were repeated: one
     (tmp_path / "again.yaml").write_text(dump_profile(profile))
     assert load_profile(tmp_path / "again.yaml") == profile
+    # the number of kills timed survives a round trip
+    three = profile.model_copy(update={"restarts": [restart.model_copy(update={"samples": 3})]})
+    (tmp_path / "three.yaml").write_text(dump_profile(three))
+    assert load_profile(tmp_path / "three.yaml").restarts[0].samples == 3
 
 
 def test_steady_step_leaves_out_each_workers_first_step() -> None:
