@@ -4,7 +4,7 @@
 Every point runs as a local TensorFlow cluster on 127.0.0.1 and writes the same result
 files as `simulate`, with `backend: real`. Bad input is one line and exit status 2 with
 nothing started or written; a run that fails or times out is one line and exit status 1;
-Ctrl-C ends every child process before returning.
+Ctrl-C, SIGTERM and SIGHUP end every child process before returning (exit 130, 143, 129).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from scenarios.cli import scenario_parser
 from scenarios.loader import Scenario
 from scenarios.results import provenance, results_frame, write_atomic, write_run
 
+from .interrupt import Terminated, stopped_by_signals
 from .launcher import RunError
 
 if TYPE_CHECKING:
@@ -60,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    with stopped_by_signals():
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     from .runner import run
 
@@ -96,9 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunError as exc:
         print(f"run-real: failed: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("run-real: interrupted; every worker stopped, nothing written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        why = f"terminated ({exc})" if isinstance(exc, Terminated) else "interrupted"
+        print(f"run-real: {why}; every worker stopped, nothing written", file=sys.stderr)
+        return exc.code if isinstance(exc, Terminated) else 130
     results = results_frame([p.row for p in points])
     steps = pd.concat([p.steps for p in points], ignore_index=True)
     meta = provenance(

@@ -12,20 +12,30 @@
 
 The simulator and the report run as their own commands (subprocesses): `real` never
 imports `sim`, and `reports` reads files only. Bad input stops everything before any
-process starts (exit 2); a step that fails stops the rest (exit 1).
+process starts (exit 2); a step that fails stops the rest (exit 1). Ctrl-C, SIGTERM or
+SIGHUP stop the step running, which stops its workers, before compare returns (130, 143,
+129).
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import sys
 import time
+from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
 from scenarios import UserError, load
 from scenarios.cli import ArgumentParser, scenario_parser
 from scenarios.loader import Scenario
+
+from .interrupt import Terminated, stopped_by_signals
+
+#: seconds a step gets to stop its workers after Ctrl-C or SIGTERM before it is killed
+STOP_S = 60.0
 
 
 def build_parser() -> ArgumentParser:
@@ -41,15 +51,38 @@ def build_parser() -> ArgumentParser:
 def _step(what: str, argv: list[str]) -> None:
     print(f"compare: {what}: {' '.join(argv[2:])}", file=sys.stderr)
     started = time.perf_counter()
-    code = subprocess.call([sys.executable, "-m", *argv[1:]])
+    child = subprocess.Popen([sys.executable, "-m", *argv[1:]])
+    try:
+        code = child.wait()
+    except KeyboardInterrupt:
+        _stop(child)
+        raise
     if code != 0:
-        raise SystemExit(code if code in (1, 2, 130) else 1)
+        raise SystemExit(code if code in (1, 2, 129, 130, 143) else 1)
     print(f"compare: {what} took {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    """End a step on Ctrl-C or SIGTERM and wait until it has stopped its own workers. Ctrl-C
+    reached the child too (one process group; it then ignores further signals), a SIGTERM
+    to compare did not: pass one on. Killing the child at once (what `subprocess.call`
+    does) would cut its cleanup short and leave its workers running."""
+    with contextlib.suppress(ProcessLookupError):
+        child.send_signal(signal.SIGTERM)
+    try:
+        child.wait(timeout=STOP_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
+    with stopped_by_signals():
+        return _main(args)
+
+
+def _main(args: Namespace) -> int:
     try:
         scenario: Scenario = load(args.scenario, args.sets)
         from .runner import check_supported
@@ -108,9 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except SystemExit as exc:
         return int(exc.code or 1)
-    except KeyboardInterrupt:
-        print("compare: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        why = f"terminated ({exc})" if isinstance(exc, Terminated) else "interrupted"
+        print(f"compare: {why}", file=sys.stderr)
+        return exc.code if isinstance(exc, Terminated) else 130
     print(f"wrote {out}/report.html", file=sys.stderr)
     return 0
 

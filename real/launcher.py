@@ -175,7 +175,11 @@ class Launcher:
             result.finished = time.time()
             return result
         finally:
-            self.stop()
+            try:
+                self.stop()
+            except KeyboardInterrupt:  # a signal struck during the stop: finish it first
+                self.stop()
+                raise
             for log in self._logs:
                 if log.parent == workdir:
                     log.unlink(missing_ok=True)

@@ -365,25 +365,20 @@ def test_timeout_kills_everything() -> None:
 
 
 def test_ctrl_c_leaves_no_process(scenario: Path, tmp_path: Path) -> None:
+    # a shell without job control starts background commands with SIGINT ignored, and
+    # Python keeps an ignored SIGINT ignored: run-real gets Python's own Ctrl-C handler, as
+    # a user's foreground command has it, whatever started this test
+    argv = [str(scenario), "--out", str(tmp_path / "int"), "--set", "training.steps=100000"]
+    launch = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        f"sys.argv = ['run-real', *{argv!r}]; runpy.run_module('real.cli', run_name='__main__')"
+    )
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "real.cli",
-            str(scenario),
-            "--out",
-            str(tmp_path / "int"),
-            "--set",
-            "training.steps=100000",
-        ],
+        [sys.executable, "-c", launch],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # a shell without job control starts background commands with SIGINT ignored, and
-        # Python keeps an ignored SIGINT ignored: give run-real the terminal's default, as a
-        # user's foreground command has it, whatever started this test
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(workers_alive()) < 2:
@@ -395,3 +390,32 @@ def test_ctrl_c_leaves_no_process(scenario: Path, tmp_path: Path) -> None:
     assert proc.returncode == 130, err[-2000:]
     assert workers_alive() == []
     assert not (tmp_path / "int").exists()
+
+
+@pytest.mark.parametrize("command", ["real.cli", "real.compare"])
+def test_sigterm_leaves_no_process(command: str, scenario: Path, tmp_path: Path) -> None:
+    """SIGTERM (what `timeout`, a scheduler or `kill` send) to run-real, or to compare
+    while its calibration step runs, reaches no worker directly (their sessions are their
+    own): it must still end every one, exit 143 and write nothing."""
+    out = tmp_path / "term"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", command, str(scenario), "--out", str(out)]
+        + ["--set", "training.steps=100000"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not workers_alive():
+        time.sleep(0.5)
+    assert workers_alive()
+    time.sleep(2)
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-2000:]
+    assert "terminated (SIGTERM)" in err
+    assert workers_alive() == []
+    assert not (out / "real").exists() and not (out / "profile.yaml").exists()
+    if command == "real.cli":
+        assert not out.exists()
