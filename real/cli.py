@@ -24,7 +24,7 @@ from scenarios.cli import scenario_parser
 from scenarios.loader import Scenario
 from scenarios.results import provenance, results_frame, write_atomic, write_run
 
-from .interrupt import Terminated, stopped_by_signals
+from .interrupt import how_stopped, stopped_by_signals
 from .launcher import RunError
 
 if TYPE_CHECKING:
@@ -103,9 +103,9 @@ def _main(args: argparse.Namespace) -> int:
         print(f"run-real: failed: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
-        why = f"terminated ({exc})" if isinstance(exc, Terminated) else "interrupted"
+        why, code = how_stopped(exc)
         print(f"run-real: {why}; every worker stopped, nothing written", file=sys.stderr)
-        return exc.code if isinstance(exc, Terminated) else 130
+        return code
     results = results_frame([p.row for p in points])
     steps = pd.concat([p.steps for p in points], ignore_index=True)
     meta = provenance(

@@ -32,7 +32,7 @@ from scenarios import UserError, load
 from scenarios.cli import ArgumentParser, scenario_parser
 from scenarios.loader import Scenario
 
-from .interrupt import Terminated, stopped_by_signals
+from .interrupt import how_stopped, stopped_by_signals
 
 #: seconds a step gets to stop its workers after Ctrl-C or SIGTERM before it is killed
 STOP_S = 60.0
@@ -142,9 +142,9 @@ def _main(args: Namespace) -> int:
     except SystemExit as exc:
         return int(exc.code or 1)
     except KeyboardInterrupt as exc:
-        why = f"terminated ({exc})" if isinstance(exc, Terminated) else "interrupted"
+        why, code = how_stopped(exc)
         print(f"compare: {why}", file=sys.stderr)
-        return exc.code if isinstance(exc, Terminated) else 130
+        return code
     print(f"wrote {out}/report.html", file=sys.stderr)
     return 0
 

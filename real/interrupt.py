@@ -47,3 +47,11 @@ def stopped_by_signals() -> Iterator[None]:
     finally:
         for each, handler in previous.items():
             signal.signal(each, handler)
+
+
+def how_stopped(exc: KeyboardInterrupt) -> tuple[str, int]:
+    """What a command says it was, and its exit status: ("interrupted", 130) on Ctrl-C,
+    ("terminated (SIGTERM)", 143) or ("terminated (SIGHUP)", 129) on `Terminated`."""
+    if isinstance(exc, Terminated):
+        return f"terminated ({exc})", exc.code
+    return "interrupted", 130

@@ -3,6 +3,7 @@ each failure strikes, and when a rejoining process is started again."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -100,3 +101,12 @@ def test_a_rejoining_process_is_back_after_its_downtime(clock: Clock) -> None:
         assert not stand.down(1) and stand.killed_at is None
     finally:
         stand.stop()
+
+
+def test_how_a_command_was_stopped() -> None:
+    # exit statuses as a shell reports a death by signal: 128 + its number
+    from real.interrupt import Terminated, how_stopped
+
+    assert how_stopped(KeyboardInterrupt()) == ("interrupted", 130)
+    assert how_stopped(Terminated(signal.SIGTERM)) == ("terminated (SIGTERM)", 128 + 15)
+    assert how_stopped(Terminated(signal.SIGHUP)) == ("terminated (SIGHUP)", 128 + 1)
