@@ -173,17 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         taus.append((scenario.stem, result.tau))
         resolved = None
         if noise is not None:
-            means = list(pairs["real_throughput"])
+            sims, means = list(pairs["sim_throughput"]), list(pairs["real_throughput"])
             gaps = resolution(means, list(pairs["real_runs"]), noise)
-            resolved = kendall_tau_b(list(pairs["sim_throughput"]), means, gaps)
-            resolved_taus.append(
-                (
-                    scenario.stem,
-                    resolved,
-                    ordered_pairs(list(pairs["sim_throughput"]), means, gaps),
-                    _self_tau(real),
-                )
-            )
+            resolved = kendall_tau_b(sims, means, gaps)
+            order = ordered_pairs(sims, means, gaps)
+            resolved_taus.append((scenario.stem, resolved, order, _self_tau(real)))
         lines = [
             f"### {scenario.stem} (`scenarios/validation/{scenario.name}`)",
             "",
