@@ -42,6 +42,17 @@ class InjectedFailure(RunError):
     """The run failed because the launcher killed a process, as the scenario asked."""
 
 
+class CrashedAtStart(RunError):
+    """A process died of a fatal signal of its own (a segmentation fault, an abort) before
+    the job took any step: the run measured nothing, and is launched again once."""
+
+
+#: signals that end a process that crashed (none of them is sent by this launcher)
+CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE}
+#: launches of one run when its processes crash before the first step
+START_ATTEMPTS = 2
+
+
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """n distinct ports that were free on host a moment ago (bound together, then closed)."""
     sockets = []
@@ -120,6 +131,7 @@ class Launcher:
         self.origin = origin  # host clock at_time counts from; None: this run's first step
         self.hang_s = hang_s
         self.killed_at: float | None = None  # when a kill that stops the job struck
+        self._stepping = False  # a step (or round, or progress) has been reported
         self._commands: list[tuple[list[str], dict[str, str], Path]] = []
         self.processes: list[subprocess.Popen[str]] = []
         self._queue: queue.Queue[tuple[int, str | None]] = queue.Queue()
@@ -147,6 +159,24 @@ class Launcher:
         self._queue.put((index, None))
 
     def run(self) -> LaunchResult:
+        """Run the job; launch it again, once, if a process crashes before the first step
+        (TensorFlow on this VM has segfaulted while starting: docs/real-backend.md)."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._run_once()
+            except CrashedAtStart as exc:
+                if attempt == START_ATTEMPTS:
+                    raise
+                print(
+                    f"run-real: warning: {exc}; launching the run again ({attempt} of "
+                    f"{START_ATTEMPTS - 1} relaunch)",
+                    file=sys.stderr,
+                )
+                self._commands, self.processes, self._logs = [], [], []
+                self._queue = queue.Queue()
+        raise AssertionError("unreachable")
+
+    def _run_once(self) -> LaunchResult:
         result = LaunchResult()
         workdir = Path(tempfile.mkdtemp(prefix="trainscale-real-"))
         try:
@@ -311,6 +341,13 @@ class Launcher:
             code = process.poll() if only is None else process.wait(timeout=30)
             if code is None:
                 continue
+            if code < 0 and -code in CRASHES and not self._stepping:
+                name = signal.Signals(-code).name
+                raise CrashedAtStart(
+                    f"process {index} ({self.jobs[index].get('role', 'worker')} "
+                    f"{self.jobs[index]['index']}) crashed with {name} before the first "
+                    f"step: {self._last_error(index)}"
+                )
             if code != 0 or (index not in done and not self.jobs[index].get("serve")):
                 raise RunError(
                     f"process {index} exited with status {code}: {self._last_error(index)}"

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -419,3 +420,54 @@ def test_sigterm_leaves_no_process(command: str, scenario: Path, tmp_path: Path)
     assert not (out / "real").exists() and not (out / "profile.yaml").exists()
     if command == "real.cli":
         assert not out.exists()
+
+
+class _CrashingOnce(Launcher):
+    """Process 0's first start dies of SIGSEGV before doing anything, as TensorFlow's did."""
+
+    crashed = False
+
+    def _start(self, index: int) -> subprocess.Popen[str]:
+        if index == 0 and not _CrashingOnce.crashed:
+            _CrashingOnce.crashed = True
+            argv, env, log = self._commands[index]
+            crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+            self._commands[index] = ([sys.executable, "-c", crash], env, log)
+            try:
+                return super()._start(index)
+            finally:
+                self._commands[index] = (argv, env, log)
+        return super()._start(index)
+
+
+def test_crash_before_the_first_step_is_launched_again(capfd: Any) -> None:
+    _CrashingOnce.crashed = False
+    result = _CrashingOnce([_job()], timeout_s=120).run()
+    assert _CrashingOnce.crashed
+    assert [r["step"] for r in result.records if r.get("event") == "step"] == [0, 1, 2]
+    err = capfd.readouterr().err
+    assert "process 0 (worker 0) crashed with SIGSEGV before the first step" in err
+    assert "launching the run again" in err
+    assert workers_alive() == []
+
+
+def test_crash_after_a_step_is_not_launched_again() -> None:
+    # a job that steps, then dies of SIGSEGV: the run fails, nothing relaunched
+    class Stepping(Launcher):
+        starts = 0
+
+        def _start(self, index: int) -> subprocess.Popen[str]:
+            Stepping.starts += 1
+            argv, env, log = self._commands[index]
+            step = '{"event": "step", "worker": 0, "step": 0, "start": 0.0, "end": 0.1}'
+            code = (
+                f"import os, signal, time; print({'@trainscale ' + step!r}, flush=True); "
+                "time.sleep(1); os.kill(os.getpid(), signal.SIGSEGV)"
+            )
+            self._commands[index] = ([sys.executable, "-c", code], env, log)
+            return super()._start(index)
+
+    with pytest.raises(RunError, match="exited with status -11"):
+        Stepping([_job()], timeout_s=60).run()
+    assert Stepping.starts == 1
+    assert workers_alive() == []
