@@ -38,6 +38,7 @@ import numpy as np
 
 from scenarios.loader import Scenario
 from scenarios.profile import (
+    CLOSURES,
     CollectiveFit,
     ComputeEntry,
     Coordinator,
@@ -386,6 +387,21 @@ def _stopping_failure(spec: ScenarioSpec) -> Any:
     return None
 
 
+def _update_specs(specs: list[ScenarioSpec]) -> list[ScenarioSpec]:
+    """The parameter-server points whose update and closures `--calibrate` measures: every
+    point's model on its number of servers, and on one server too (what the simulator
+    takes a closure's growth with the servers from)."""
+    out = []
+    for spec in specs:
+        if spec.strategy.kind != "parameter_server":
+            continue
+        if spec.strategy.servers > 1:
+            one = spec.strategy.model_copy(update={"servers": 1})
+            out.append(spec.model_copy(update={"strategy": one}))
+        out.append(spec)
+    return out
+
+
 def measure_update(spec: ScenarioSpec) -> UpdateEntry:
     """The call that applies a synchronous round's update of the point's model on its
     parameter servers (`probe.update`), with one worker and `strategy.servers` servers."""
@@ -406,6 +422,9 @@ def measure_update(spec: ScenarioSpec) -> UpdateEntry:
     jobs += [dict(common, role="ps", index=j, serve=True, workers=1) for j in range(servers)]
     result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
     t = np.asarray(_probe_samples(result, ("update",))[0])
+    closures = {
+        kind: f"{float(np.mean(_probe_samples(result, (kind,))[0]))} s" for kind in CLOSURES
+    }
     return UpdateEntry.model_validate(
         {
             "model": spec.model.name,
@@ -415,6 +434,7 @@ def measure_update(spec: ScenarioSpec) -> UpdateEntry:
             "p10": f"{float(np.percentile(t, 10))} s",
             "p90": f"{float(np.percentile(t, 90))} s",
             "samples": len(t),
+            **closures,
         }
     )
 
@@ -480,9 +500,7 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
             f"{coordinator.call * 1e3:.3g} ms"
         )
     updates: list[UpdateEntry] = []
-    for spec in specs:
-        if spec.strategy.kind != "parameter_server":
-            continue
+    for spec in _update_specs(specs):
         if any(
             (u.model, u.dtype, u.servers)
             == (spec.model.name, spec.model.dtype, spec.strategy.servers)
@@ -493,7 +511,10 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         say(
             f"update: {measured.model} on {measured.servers} server(s), one coordinator call: "
             f"{measured.time * 1e3:.3g} ms (p10 {(measured.p10 or 0) * 1e3:.3g}, "
-            f"p90 {(measured.p90 or 0) * 1e3:.3g})"
+            f"p90 {(measured.p90 or 0) * 1e3:.3g}); closures that read the model "
+            f"{(measured.closure_read or 0) * 1e3:.3g} ms, and push to accumulators "
+            f"{(measured.closure_accumulate or 0) * 1e3:.3g} ms, or apply "
+            f"{(measured.closure_apply or 0) * 1e3:.3g} ms"
         )
         updates.append(measured)
     restarts: list[RestartEntry] = []

@@ -6,7 +6,8 @@
   a parameter server's pull and push move them.
 - `update`: a coordinator, one worker and S servers under ParameterServerStrategy; the
   coordinator builds the scenario's model and times the call that applies a synchronous
-  round's gradients on the servers (`real.ps.sync_update`).
+  round's gradients on the servers (`real.ps.sync_update`), and closures that read the
+  model, and push a gradient to it as a synchronous or an asynchronous closure does.
 - `allreduce`: N processes under MultiWorkerMirroredStrategy (RING on CPU) time a sum
   all-reduce of S bytes, as nccl-tests' all_reduce_perf does.
 
@@ -229,7 +230,14 @@ def update(job: dict[str, Any]) -> None:
     coordinator call, exactly as a synchronous round ends (`real.ps.sync_update`); no
     worker computes. The update runs on the servers beside each weight; with two or more
     servers its ops also read the optimizer's scalars (learning rate, iterations) across
-    servers, which is why it grows with the number of servers."""
+    servers, which is why it grows with the number of servers.
+
+    Beside it, closures on the one worker, each scheduled and fetched alone, in turn:
+    `closure_read` reads every weight; `closure_accumulate` also takes a ticket and adds a
+    gradient to every accumulator (a synchronous closure's push); `closure_apply` applies
+    the gradient with the optimizer instead (an asynchronous closure's push and update).
+    Their gradients are made on the worker from a value read at run time and nothing is
+    computed, so each closure is what the job's closures pay besides their compute."""
     import tensorflow as tf
 
     from .models import build_for_training
@@ -239,17 +247,59 @@ def update(job: dict[str, Any]) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(2)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
-    tf.distribute.coordinator.ClusterCoordinator(strategy)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     model, optimizer, *_ = build_for_training(tf, job, strategy)
-    apply = sync_update(tf, strategy, model, optimizer)[3]
+    accumulators, ticket, gathered, apply = sync_update(tf, strategy, model, optimizer)
+    weights = model.trainable_variables
     count = tf.constant(1, tf.int64)
+
+    def read() -> Any:  # the closure's pull: every weight read on the worker, summed
+        return tf.add_n([tf.reduce_sum(w) for w in weights])
+
+    def grads(pulled: Any) -> list[Any]:
+        # gradients made on the worker from a value read at run time (constants would be
+        # folded and placed beside their variables, and nothing would cross)
+        return [tf.fill(w.shape, tf.cast(pulled, w.dtype) * 0) for w in weights]
+
+    def apply_() -> Any:  # an asynchronous closure's push and update
+        pulled = read()
+        g = grads(pulled)
+        optimizer.apply_gradients(zip(g, weights, strict=True))
+        with tf.control_dependencies([optimizer.iterations]):
+            return tf.identity(pulled)
+
+    def accumulate() -> Any:  # a synchronous closure's push: ticket, accumulators, count
+        pulled = read()
+        g = grads(pulled)
+        with tf.control_dependencies(g):
+            opened = ticket.read_value()  # the real closure's check that its round is open
+        with tf.control_dependencies([opened]):
+            mine = ticket.assign_add(1) - 1
+        with tf.control_dependencies([mine]):
+            adds = [a.assign_add(x) for a, x in zip(accumulators, g, strict=True)]
+        with tf.control_dependencies(adds):
+            return gathered.assign_add(1)
+
+    closures = {}
+    for kind, body in (
+        ("closure_read", read),
+        ("closure_accumulate", accumulate),
+        ("closure_apply", apply_),
+    ):
+        closures[kind] = tf.function(lambda body=body: strategy.run(body))
     protocol.emit({"event": "ready", "worker": 0, "time": time.time()})
     for i in range(job["warmup"] + job["repeats"]):
+        timed = []
         started = time.perf_counter()
         apply(count).numpy()
-        seconds = time.perf_counter() - started
+        timed.append(("update", time.perf_counter() - started))
+        for kind, fn in list(closures.items())[i % 3 :] + list(closures.items())[: i % 3]:
+            started = time.perf_counter()
+            coordinator.schedule(fn).fetch()
+            timed.append((kind, time.perf_counter() - started))
         if i >= job["warmup"]:
-            protocol.emit(
-                {"event": "probe", "worker": 0, "kind": "update", "bytes": 0, "time_s": seconds}
-            )
+            for kind, seconds in timed:
+                protocol.emit(
+                    {"event": "probe", "worker": 0, "kind": kind, "bytes": 0, "time_s": seconds}
+                )
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})

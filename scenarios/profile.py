@@ -133,6 +133,18 @@ class UpdateEntry(_Strict):
     p10: Seconds | None = None
     p90: Seconds | None = None
     samples: int = Field(default=0, ge=0)
+    # closures of the same model on the same servers, one worker, each scheduled and
+    # fetched alone (means; None in older profiles): `closure_read` reads every weight on
+    # the worker; `closure_accumulate` also takes a ticket and adds a gradient to every
+    # accumulator (a synchronous closure's push); `closure_apply` instead applies it with
+    # the optimizer (an asynchronous closure's push and update)
+    closure_read: PositiveSeconds | None = None
+    closure_accumulate: PositiveSeconds | None = None
+    closure_apply: PositiveSeconds | None = None
+
+
+#: UpdateEntry's closure timings, as named in profiles
+CLOSURES = ("closure_read", "closure_accumulate", "closure_apply")
 
 
 class RestartEntry(_Strict):
@@ -208,9 +220,22 @@ class Profile(_Strict):
 
     def update(self, model: str, dtype: str, servers: int) -> float | None:
         """Measured update of `model` on `servers` parameter servers, if measured."""
+        entry = self._update_entry(model, dtype, servers)
+        return None if entry is None else entry.time
+
+    def closures(self, model: str, dtype: str, servers: int) -> tuple[float, float, float] | None:
+        """Measured closures of `model` on `servers` servers (read, accumulate, apply)."""
+        e = self._update_entry(model, dtype, servers)
+        if e is None or e.closure_read is None:
+            return None
+        if e.closure_accumulate is None or e.closure_apply is None:
+            return None
+        return (e.closure_read, e.closure_accumulate, e.closure_apply)
+
+    def _update_entry(self, model: str, dtype: str, servers: int) -> UpdateEntry | None:
         for e in self.updates:
             if e.model == model and e.dtype == dtype and e.servers == servers:
-                return e.time
+                return e
         return None
 
     def step_time(
@@ -333,6 +358,11 @@ def dump_profile(profile: Profile) -> str:
                 **({"p10": seconds(u.p10)} if u.p10 is not None else {}),
                 **({"p90": seconds(u.p90)} if u.p90 is not None else {}),
                 "samples": u.samples,
+                **{
+                    name: seconds(getattr(u, name))
+                    for name in CLOSURES
+                    if getattr(u, name) is not None
+                },
             }
             for u in profile.updates
         ]

@@ -35,6 +35,14 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   closures do not make this call: each applies its own gradients, every variable's on its
   server as that gradient arrives, so the update rides on the push (and the call's
   averaging and zeroing of accumulators are not done at all).
+- **closures** (parameter servers, more than one server): closures of the model on one
+  worker, nothing computed, measured beside the update on one server and on the point's
+  servers. A closure on S servers runs a part of its function on each of them and chains
+  the ticket, the accumulators and the count across them: what a synchronous closure's
+  push (`closure_accumulate`) and an asynchronous closure's push and update
+  (`closure_apply`) take longer on S servers than on one is added to every such closure.
+  The update call's own growth (above) is not what an asynchronous closure pays: its
+  update's ops run inside the closure, on the servers its function already spans.
 - **exchange**: the same two processes moving a tensor each way at once; its per-direction
   bandwidth B_x against the one-way B says how much of what a process sends and what it
   receives overlaps: a process's port carries one direction at B and both together at
@@ -82,6 +90,11 @@ class Calibration:
     restart_s: float | None = None
     # the model's update on its parameter servers, one coordinator call
     update_s: float | None = None
+    # what a closure of the model pays on the point's servers beyond one server: its push
+    # to the accumulators (synchronous), its push and update (asynchronous)
+    closure_growth: tuple[float, float] | None = None
+    # the update on one server: an asynchronous closure's own update, before that growth
+    update_one_s: float | None = None
     # what a process's port carries both ways together, in multiples of one way
     duplex: float = 1.0
 
@@ -231,6 +244,8 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
                 )
     coordinator = None
     update_s = None
+    update_one_s = None
+    closure_growth = None
     if spec.strategy.kind == "parameter_server":
         for candidate in (model.name, model.base):
             if candidate is not None and update_s is None:
@@ -256,6 +271,11 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
                     else "an asynchronous closure's update costs nothing beyond its push"
                 )
             )
+        for candidate in (model.name, model.base):
+            if candidate is not None and update_one_s is None:
+                update_one_s = profile.update(candidate, dtype, 1)
+        closure_growth, line = _closure_growth(spec, profile)
+        (used if closure_growth is not None else not_found).append(line)
         if profile.coordinator is not None:
             c = profile.coordinator
             if spec.strategy.sync or c.queued is None:
@@ -275,6 +295,8 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             )
     return Calibration(
         update_s=update_s,
+        closure_growth=closure_growth,
+        update_one_s=update_one_s,
         restart_s=restart_s,
         coordinator=coordinator,
         path=spec.cluster.profile,
@@ -286,6 +308,35 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         one_machine=spec.cluster.hosts == 1 and transfer is not None,
         used=tuple(used),
         not_found=tuple(not_found),
+    )
+
+
+def _closure_growth(spec: ScenarioSpec, profile: Profile) -> tuple[tuple[float, float] | None, str]:
+    """A closure's growth from one server to the point's servers, and the line saying so.
+
+    The profile's closures of the model on 1 and on S servers (one worker, nothing
+    computed): a synchronous closure's push pays accumulate(S) - accumulate(1) more, an
+    asynchronous closure's push and update apply(S) - apply(1). A difference below zero is
+    the probe's noise (a closure spanning more servers does no less) and counts as none."""
+    model, dtype, servers = spec.model, spec.model.dtype, spec.strategy.servers
+    many = one = None
+    for candidate in (model.name, model.base):
+        if candidate is not None and many is None:
+            many = profile.closures(candidate, dtype, servers)
+            one = profile.closures(candidate, dtype, 1)
+    if servers == 1:
+        return (0.0, 0.0), "closures: one server, nothing beyond its transfers and update"
+    if many is None or one is None:
+        return None, (
+            f"closures: no closures of {model.name} on 1 and {servers} server(s) in "
+            f"{spec.cluster.profile}; a closure on {servers} servers pays what one on one "
+            "server does"
+        )
+    growth = (max(many[1] - one[1], 0.0), max(many[2] - one[2], 0.0))
+    return growth, (
+        f"closures: on {servers} servers rather than one, a synchronous closure's push "
+        f"{growth[0] * 1e3:.3g} ms longer, an asynchronous closure's push and update "
+        f"{growth[1] * 1e3:.3g} ms (closures of {model.name}, one worker)"
     )
 
 

@@ -98,16 +98,25 @@ class ParameterServerTraining(Training):
         self.dispatch_s: float = timing[0]
         self.call_s: float = timing[1]
         # the measured update of the whole model on the servers, one coordinator call: it
-        # ends a synchronous round. An asynchronous closure applies its own gradients with
-        # the same ops on the same servers, inside the closure: it pays the update's work
-        # beyond the call's own round trip (with two or more servers that work includes
-        # the optimizer's scalars read across servers, which is what grows with them)
+        # ends a synchronous round
         update = cal.update_s if cal else None
         self.update_s: float = update if update is not None else self.call_s
-        self.apply_s: float = max(update - self.call_s, 0.0) if update is not None else 0.0
         # a pull or push is a call of its own (a closure's reads, its writes): it pays a
         # call's fixed cost beyond its message's latency, as the transfer probe measured
         self.setup_s: float = cal.call_s if cal else 0.0
+        # a closure spanning more servers than one: its push, and an asynchronous closure's
+        # push and update, take what the closure probes measured longer
+        growth = cal.closure_growth if cal and cal.closure_growth else (0.0, 0.0)
+        self.push_extra_s: float = growth[0]
+        # an asynchronous closure applies its own gradients with the update's ops, inside
+        # the closure: it pays the update's work on one server beyond the call's round trip,
+        # and the growth above. (The coordinator's call grows more with the servers: its
+        # ops read the optimizer's scalars across servers from outside; the closure's
+        # function already spans them.) Older profiles without the one-server update or
+        # the closures: the update on the point's servers, less the call
+        one = cal.update_one_s if cal and cal.closure_growth else None
+        own = one if one is not None else update
+        self.apply_s: float = max(own - self.call_s, 0.0) + growth[1] if own is not None else 0.0
         self.workers = [Worker(self, w) for w in range(sim.workers)]
         if self.sync:
             self.spawn(self.coordinate())
@@ -151,8 +160,9 @@ class ParameterServerTraining(Training):
                 dropped[0] = True
                 self.sim.dropped_gradients += 1
 
+        setup = self.setup_s + self.push_extra_s
         for j, (shard, nbytes) in enumerate(self.shards):
-            event = net.transfer(node, shard, nbytes, setup=self.setup_s)
+            event = net.transfer(node, shard, nbytes, setup=setup)
             event.callbacks.append(functools.partial(arrived, j=j))
             events.append(event)
         worker.inflight = events

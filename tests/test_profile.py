@@ -511,6 +511,94 @@ def test_update_of_another_server_count_is_not_used(tmp_path: Path) -> None:
     assert any(line.startswith("update: no entry") for line in calibration.not_found)
 
 
+UPDATE_2 = 30e-3  # s, the update call on two servers
+READ_1, ACC_1, APPLY_1 = 14e-3, 21e-3, 23e-3  # s, closures on one server
+READ_2, ACC_2, APPLY_2 = 15e-3, 24e-3, 26.5e-3  # s, on two
+
+
+def closures(servers: int, update: float, read: float, acc: float, apply: float) -> str:
+    return (
+        f"  - {{model: toy, dtype: float32, servers: {servers}, time: {update * 1e3} ms, "
+        f"closure_read: {read * 1e3} ms, closure_accumulate: {acc * 1e3} ms, "
+        f"closure_apply: {apply * 1e3} ms}}\n"
+    )
+
+
+CLOSURES_PROFILE = (
+    f"coordinator: {{dispatch: {DISPATCH * 1e3} ms, call: {CALL * 1e3} ms, "
+    f"queued: {QUEUED * 1e3} ms}}\n"
+    "updates:\n"
+    + closures(1, UPDATE, READ_1, ACC_1, APPLY_1)
+    + closures(2, UPDATE_2, READ_2, ACC_2, APPLY_2)
+)
+OLD_PROFILE = (  # the same update calls, measured before closures were
+    f"coordinator: {{dispatch: {DISPATCH * 1e3} ms, call: {CALL * 1e3} ms, "
+    f"queued: {QUEUED * 1e3} ms}}\n"
+    f"updates: [{{model: toy, dtype: float32, servers: 1, time: {UPDATE * 1e3} ms}}, "
+    f"{{model: toy, dtype: float32, servers: 2, time: {UPDATE_2 * 1e3} ms}}]\n"
+)
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_closures_on_more_servers(tmp_path: Path, sync: bool) -> None:
+    # on two servers, against the same job from a profile without closures: a synchronous
+    # closure's push takes ACC_2 - ACC_1 longer (the round's update call is the same); an
+    # asynchronous closure's update is the one-server update beyond the call plus
+    # APPLY_2 - APPLY_1, in place of the two-server call's update beyond the call
+    strategy = f"strategy={{kind: parameter_server, servers: 2, sync: {str(sync).lower()}}}"
+    periods = []
+    for extra in (CLOSURES_PROFILE, OLD_PROFILE):
+        (tmp_path / "box.yaml").unlink(missing_ok=True)
+        row = simulate(write(tmp_path, PROFILE + extra), strategy, "sim.network_model=analytical")
+        periods.append(1 / row["throughput_samples_per_s"] * 10)
+    push = ACC_2 - ACC_1
+    update = (UPDATE - CALL + APPLY_2 - APPLY_1) - (UPDATE_2 - CALL)
+    expected = push if sync else update
+    assert periods[0] - periods[1] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    point = load(write(tmp_path, PROFILE + CLOSURES_PROFILE), [strategy]).points[0]
+    calibration = Simulation(point.spec, profile=point.profile).calibration
+    assert calibration is not None
+    assert calibration.closure_growth == pytest.approx((ACC_2 - ACC_1, APPLY_2 - APPLY_1))
+    assert any(u.startswith("closures: on 2 servers rather than one") for u in calibration.used)
+
+
+def test_closures_on_one_server_change_nothing(tmp_path: Path) -> None:
+    # one server: the closures' growth is none, and the asynchronous update is what it was
+    strategy = "strategy={kind: parameter_server, servers: 1, sync: false}"
+    rows = [
+        simulate(write(tmp_path, PROFILE + extra), strategy, "sim.network_model=analytical")
+        for extra in (CLOSURES_PROFILE, OLD_PROFILE)
+    ]
+    assert rows[0]["throughput_samples_per_s"] == rows[1]["throughput_samples_per_s"]
+
+
+def test_closures_growth_below_zero_is_none_and_missing_is_said(tmp_path: Path) -> None:
+    strategy = "strategy={kind: parameter_server, servers: 2, sync: true}"
+    faster = (  # the probe's noise: two servers measured faster than one
+        f"coordinator: {{dispatch: {DISPATCH * 1e3} ms, call: {CALL * 1e3} ms}}\n"
+        "updates:\n"
+        + closures(1, UPDATE, READ_1, ACC_1, APPLY_1)
+        + closures(2, UPDATE_2, READ_2, ACC_1 - 1e-3, APPLY_1 - 1e-3)
+    )
+    point = load(write(tmp_path, PROFILE + faster), [strategy]).points[0]
+    calibration = Simulation(point.spec, profile=point.profile).calibration
+    assert calibration is not None and calibration.closure_growth == (0.0, 0.0)
+    point = load(write(tmp_path, PROFILE + OLD_PROFILE), [strategy]).points[0]
+    calibration = Simulation(point.spec, profile=point.profile).calibration
+    assert calibration is not None and calibration.closure_growth is None
+    assert any(u.startswith("closures: no closures of toy") for u in calibration.not_found)
+
+
+def test_calibrate_measures_one_server_beside_more(tmp_path: Path) -> None:
+    from real.calibrate import _update_specs
+
+    path = write(tmp_path)
+    sets = [f"strategy={{kind: parameter_server, servers: {n}, sync: true}}" for n in (2, 1)]
+    specs = [load(path, [s]).points[0].spec for s in sets] + [load(path).points[0].spec]
+    # the two-server point is measured on one server too; the all-reduce point not at all
+    assert [s.strategy.servers for s in _update_specs(specs)] == [1, 2, 1]
+
+
 def test_profile_update_and_restart_round_trip(tmp_path: Path) -> None:
     restarts = (
         "restarts: [{model: toy, batch_per_worker: 10, dtype: float32, "
@@ -526,6 +614,12 @@ def test_profile_update_and_restart_round_trip(tmp_path: Path) -> None:
     assert restart.samples == 1  # a profile written before kills were repeated: one
     (tmp_path / "again.yaml").write_text(dump_profile(profile))
     assert load_profile(tmp_path / "again.yaml") == profile
+    # the closures survive a round trip; older profiles have none
+    assert profile.closures("toy", "float32", 1) is None
+    timed = load_profile(write(tmp_path, PROFILE + CLOSURES_PROFILE).parent / "box.yaml")
+    assert timed.closures("toy", "float32", 2) == pytest.approx((READ_2, ACC_2, APPLY_2))
+    (tmp_path / "closures.yaml").write_text(dump_profile(timed))
+    assert load_profile(tmp_path / "closures.yaml") == timed
     # the number of kills timed survives a round trip
     three = profile.model_copy(update={"restarts": [restart.model_copy(update={"samples": 3})]})
     (tmp_path / "three.yaml").write_text(dump_profile(three))
