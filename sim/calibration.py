@@ -32,9 +32,10 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   number of servers, applied by one coordinator call (`updates`, measured alone). It is
   the synchronous round's closing call (in place of the bare `call`). It grows with the
   servers: the update's ops read the optimizer's scalars across servers. Asynchronous
-  closures do not make this call: each applies its own gradients, every variable's on its
-  server as that gradient arrives, so the update rides on the push (and the call's
-  averaging and zeroing of accumulators are not done at all).
+  closures do not make this call: each applies its own gradients inside the closure,
+  after its push, and pays the update on one server less the bare call (the call's
+  averaging and zeroing of accumulators are not done at all), plus the closures' growth
+  below.
 - **closures** (parameter servers, more than one server): closures of the model on one
   worker, nothing computed, measured beside the update on one server and on the point's
   servers. A closure on S servers runs a part of its function on each of them and chains
