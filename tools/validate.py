@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         "measured this machine (single-worker compute with P processes at once, one tensor "
         "moved between two processes at 1 KiB-32 MiB one way and both ways at once, small "
         "messages chained in one call, the parameter-server coordinator's round trips and "
-        "the model's update on its servers, "
+        "the model's update and closures on its servers, "
         "the job relaunched after a kill), `run-real --recalibrate` ran every point "
         "(`real.repeats` times, interleaved: the real figures are means over the runs) and "
         "measured each point's single-worker compute again just before each of its runs, "
