@@ -66,11 +66,14 @@ overlapping it; links between hosts (hosts > 1) stay the catalog's `network`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from scenarios.profile import Fit, Profile, restart_job, server_processes
 from scenarios.spec import ClusterSpec, ScenarioSpec
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -248,23 +251,33 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     update_one_s = None
     closure_growth = None
     if spec.strategy.kind == "parameter_server":
-        for candidate in (model.name, model.base):
-            if candidate is not None and update_s is None:
-                update_s = profile.update(candidate, dtype, spec.strategy.servers)
-        if update_s is not None:
+        servers = spec.strategy.servers
+        update_s = _of_model(model, lambda name: profile.update(name, dtype, servers))
+        if servers > 1:
+            closure_growth, line = _closure_growth(spec, profile)
+            (used if closure_growth is not None else not_found).append(line)
+        if closure_growth is not None:
+            update_one_s = _of_model(model, lambda name: profile.update(name, dtype, 1))
+        if not spec.strategy.sync and update_one_s is not None:
             used.append(
-                f"update: {update_s * 1e3:.3g} ms for {model.name} on "
-                f"{spec.strategy.servers} server(s), one coordinator call"
+                f"update: an asynchronous closure runs its ops after its push and pays the "
+                f"update of {model.name} on one server ({update_one_s * 1e3:.3g} ms) less "
+                "the bare call"
+            )
+        elif update_s is not None:
+            used.append(
+                f"update: {update_s * 1e3:.3g} ms for {model.name} on {servers} server(s), "
+                "one coordinator call"
                 + (
                     ""
                     if spec.strategy.sync
-                    else "; an asynchronous closure runs its ops "
-                    "after its push and pays it less the bare call"
+                    else "; an asynchronous closure runs its ops after its push and pays it "
+                    "less the bare call"
                 )
             )
         else:
             not_found.append(
-                f"update: no entry for {model.name} on {spec.strategy.servers} server(s) in "
+                f"update: no entry for {model.name} on {servers} server(s) in "
                 f"{spec.cluster.profile}; "
                 + (
                     "the update costs the bare coordinator call"
@@ -272,11 +285,6 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
                     else "an asynchronous closure's update costs nothing beyond its push"
                 )
             )
-        for candidate in (model.name, model.base):
-            if candidate is not None and update_one_s is None:
-                update_one_s = profile.update(candidate, dtype, 1)
-        closure_growth, line = _closure_growth(spec, profile)
-        (used if closure_growth is not None else not_found).append(line)
         if profile.coordinator is not None:
             c = profile.coordinator
             if spec.strategy.sync or c.queued is None:
@@ -312,6 +320,14 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     )
 
 
+def _of_model(model: Any, find: Callable[[str], T | None]) -> T | None:
+    """What the profile has for the model, or failing that for its catalog `base`."""
+    for name in (model.name, model.base):
+        if name is not None and (found := find(name)) is not None:
+            return found
+    return None
+
+
 def _closure_growth(spec: ScenarioSpec, profile: Profile) -> tuple[tuple[float, float] | None, str]:
     """A closure's growth from one server to the point's servers, and the line saying so.
 
@@ -320,13 +336,8 @@ def _closure_growth(spec: ScenarioSpec, profile: Profile) -> tuple[tuple[float, 
     asynchronous closure's push and update apply(S) - apply(1). A difference below zero is
     the probe's noise (a closure spanning more servers does no less) and counts as none."""
     model, dtype, servers = spec.model, spec.model.dtype, spec.strategy.servers
-    many = one = None
-    for candidate in (model.name, model.base):
-        if candidate is not None and many is None:
-            many = profile.closures(candidate, dtype, servers)
-            one = profile.closures(candidate, dtype, 1)
-    if servers == 1:
-        return (0.0, 0.0), "closures: one server, nothing beyond its transfers and update"
+    many = _of_model(model, lambda name: profile.closures(name, dtype, servers))
+    one = _of_model(model, lambda name: profile.closures(name, dtype, 1))
     if many is None or one is None:
         return None, (
             f"closures: no closures of {model.name} on 1 and {servers} server(s) in "

@@ -114,7 +114,7 @@ class ParameterServerTraining(Training):
         # ops read the optimizer's scalars across servers from outside; the closure's
         # function already spans them.) Older profiles without the one-server update or
         # the closures: the update on the point's servers, less the call
-        one = cal.update_one_s if cal and cal.closure_growth else None
+        one = cal.update_one_s if cal else None  # set where the closures were measured
         own = one if one is not None else update
         self.apply_s: float = max(own - self.call_s, 0.0) + growth[1] if own is not None else 0.0
         self.workers = [Worker(self, w) for w in range(sim.workers)]

@@ -476,10 +476,13 @@ def test_measured_startup_is_the_restart(tmp_path: Path) -> None:
 
 QUEUED = 5e-3  # s, per closure when closures are queued back to back
 UPDATE = 12e-3  # s, the model's update on its server, one coordinator call
-COORDINATOR = (
+ROUND_TRIPS = (
     f"coordinator: {{dispatch: {DISPATCH * 1e3} ms, call: {CALL * 1e3} ms, "
     f"queued: {QUEUED * 1e3} ms}}\n"
-    f"updates: [{{model: toy, dtype: float32, servers: 1, time: {UPDATE * 1e3} ms}}]\n"
+)
+COORDINATOR = (
+    ROUND_TRIPS
+    + f"updates: [{{model: toy, dtype: float32, servers: 1, time: {UPDATE * 1e3} ms}}]\n"
 )
 
 
@@ -525,17 +528,15 @@ def closures(servers: int, update: float, read: float, acc: float, apply: float)
 
 
 CLOSURES_PROFILE = (
-    f"coordinator: {{dispatch: {DISPATCH * 1e3} ms, call: {CALL * 1e3} ms, "
-    f"queued: {QUEUED * 1e3} ms}}\n"
-    "updates:\n"
+    ROUND_TRIPS
+    + "updates:\n"
     + closures(1, UPDATE, READ_1, ACC_1, APPLY_1)
     + closures(2, UPDATE_2, READ_2, ACC_2, APPLY_2)
 )
 OLD_PROFILE = (  # the same update calls, measured before closures were
-    f"coordinator: {{dispatch: {DISPATCH * 1e3} ms, call: {CALL * 1e3} ms, "
-    f"queued: {QUEUED * 1e3} ms}}\n"
-    f"updates: [{{model: toy, dtype: float32, servers: 1, time: {UPDATE * 1e3} ms}}, "
-    f"{{model: toy, dtype: float32, servers: 2, time: {UPDATE_2 * 1e3} ms}}]\n"
+    ROUND_TRIPS
+    + f"updates: [{{model: toy, dtype: float32, servers: 1, time: {UPDATE * 1e3} ms}}, "
+    + f"{{model: toy, dtype: float32, servers: 2, time: {UPDATE_2 * 1e3} ms}}]\n"
 )
 
 
@@ -560,6 +561,8 @@ def test_closures_on_more_servers(tmp_path: Path, sync: bool) -> None:
     assert calibration is not None
     assert calibration.closure_growth == pytest.approx((ACC_2 - ACC_1, APPLY_2 - APPLY_1))
     assert any(u.startswith("closures: on 2 servers rather than one") for u in calibration.used)
+    (line,) = [u for u in calibration.used if u.startswith("update:")]
+    assert ("on one server" in line) is not sync  # the update an asynchronous closure pays
 
 
 def test_closures_on_one_server_change_nothing(tmp_path: Path) -> None:
@@ -575,8 +578,8 @@ def test_closures_on_one_server_change_nothing(tmp_path: Path) -> None:
 def test_closures_growth_below_zero_is_none_and_missing_is_said(tmp_path: Path) -> None:
     strategy = "strategy={kind: parameter_server, servers: 2, sync: true}"
     faster = (  # the probe's noise: two servers measured faster than one
-        f"coordinator: {{dispatch: {DISPATCH * 1e3} ms, call: {CALL * 1e3} ms}}\n"
-        "updates:\n"
+        ROUND_TRIPS
+        + "updates:\n"
         + closures(1, UPDATE, READ_1, ACC_1, APPLY_1)
         + closures(2, UPDATE_2, READ_2, ACC_1 - 1e-3, APPLY_1 - 1e-3)
     )
