@@ -136,7 +136,10 @@ def test_sync_parameter_server_backup_worker_drops_the_straggler(
         # an 8x stretch measured as under 4x once
         "stragglers={slow: [{workers: [1], factor: 16}]}",
         "--set",
-        "training={batch_per_worker: 32, steps: 16, warmup_steps: 2, data: digits, "
+        # 48 rounds: the straggler's first closure fills the digits pipeline's shuffle
+        # buffer (about 120 ms under load), stretched 16x to 2 s, which outlasted all 16
+        # rounds of worker 0 once in CI and left worker 1 no measured closure
+        "training={batch_per_worker: 32, steps: 48, warmup_steps: 2, data: digits, "
         "learning_rate: {base: 0.1}}",
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
