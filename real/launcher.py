@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import queue
 import signal
@@ -25,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
+
+#: a relaunch is said here: with no logging set up, Python prints a warning's message
+_log = logging.getLogger(__name__)
 
 #: seconds a worker gets to exit after SIGTERM before SIGKILL
 GRACE_S = 3.0
@@ -167,16 +171,19 @@ class Launcher:
             except CrashedAtStart as exc:
                 if attempt == START_ATTEMPTS:
                     raise
-                print(
-                    f"run-real: warning: {exc}; launching the run again ({attempt} of "
-                    f"{START_ATTEMPTS - 1} relaunch)",
-                    file=sys.stderr,
+                _log.warning(
+                    "run-real: warning: %s; launching the run again (%d of %d relaunch)",
+                    exc,
+                    attempt,
+                    START_ATTEMPTS - 1,
                 )
-                self._commands, self.processes, self._logs = [], [], []
-                self._queue = queue.Queue()
         raise AssertionError("unreachable")
 
     def _run_once(self) -> LaunchResult:
+        # this launch's own processes, logs and records (a relaunch starts afresh)
+        self._commands, self.processes, self._logs = [], [], []
+        self._queue = queue.Queue()
+        self._stepping = False
         result = LaunchResult()
         workdir = Path(tempfile.mkdtemp(prefix="trainscale-real-"))
         try:

@@ -240,6 +240,8 @@ def update(job: dict[str, Any]) -> None:
     computed, so each closure is what the job's closures pay besides their compute."""
     import tensorflow as tf
 
+    from scenarios.profile import CLOSURES
+
     from .models import build_for_training
     from .ps import sync_update
 
@@ -280,20 +282,18 @@ def update(job: dict[str, Any]) -> None:
         with tf.control_dependencies(adds):
             return gathered.assign_add(1)
 
-    closures = {}
-    for kind, body in (
-        ("closure_read", read),
-        ("closure_accumulate", accumulate),
-        ("closure_apply", apply_),
-    ):
-        closures[kind] = tf.function(lambda body=body: strategy.run(body))
+    closures = [
+        (kind, tf.function(lambda body=body: strategy.run(body)))
+        for kind, body in zip(CLOSURES, (read, accumulate, apply_), strict=True)
+    ]
     protocol.emit({"event": "ready", "worker": 0, "time": time.time()})
     for i in range(job["warmup"] + job["repeats"]):
         timed = []
         started = time.perf_counter()
         apply(count).numpy()
         timed.append(("update", time.perf_counter() - started))
-        for kind, fn in list(closures.items())[i % 3 :] + list(closures.items())[: i % 3]:
+        first = i % len(closures)  # each closure in turn runs first after the update
+        for kind, fn in closures[first:] + closures[:first]:
             started = time.perf_counter()
             coordinator.schedule(fn).fetch()
             timed.append((kind, time.perf_counter() - started))

@@ -425,6 +425,19 @@ def test_sigterm_leaves_no_process(command: str, scenario: Path, tmp_path: Path)
         assert not out.exists()
 
 
+SEGFAULT = "os.kill(os.getpid(), signal.SIGSEGV)"  # needs os and signal imported
+
+
+def _start_instead(launcher: Launcher, index: int, code: str) -> subprocess.Popen[str]:
+    """Start process `index` as `python -c code`, this once, with its environment and log."""
+    argv, env, log = launcher._commands[index]
+    launcher._commands[index] = ([sys.executable, "-c", code], env, log)
+    try:
+        return Launcher._start(launcher, index)
+    finally:
+        launcher._commands[index] = (argv, env, log)
+
+
 class _CrashingOnce(Launcher):
     """Process 0's first start dies of SIGSEGV before doing anything, as TensorFlow's did."""
 
@@ -433,42 +446,34 @@ class _CrashingOnce(Launcher):
     def _start(self, index: int) -> subprocess.Popen[str]:
         if index == 0 and not _CrashingOnce.crashed:
             _CrashingOnce.crashed = True
-            argv, env, log = self._commands[index]
-            crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
-            self._commands[index] = ([sys.executable, "-c", crash], env, log)
-            try:
-                return super()._start(index)
-            finally:
-                self._commands[index] = (argv, env, log)
+            return _start_instead(self, 0, f"import os, signal; {SEGFAULT}")
         return super()._start(index)
 
 
-def test_crash_before_the_first_step_is_launched_again(capfd: Any) -> None:
+def test_crash_before_the_first_step_is_launched_again(caplog: Any) -> None:
     _CrashingOnce.crashed = False
     result = _CrashingOnce([_job()], timeout_s=120).run()
     assert _CrashingOnce.crashed
     assert [r["step"] for r in result.records if r.get("event") == "step"] == [0, 1, 2]
-    err = capfd.readouterr().err
-    assert "process 0 (worker 0) crashed with SIGSEGV before the first step" in err
-    assert "launching the run again" in err
+    assert "process 0 (worker 0) crashed with SIGSEGV before the first step" in caplog.text
+    assert "launching the run again" in caplog.text
     assert workers_alive() == []
 
 
 def test_crash_after_a_step_is_not_launched_again() -> None:
     # a job that steps, then dies of SIGSEGV: the run fails, nothing relaunched
+    step = '{"event": "step", "worker": 0, "step": 0, "start": 0.0, "end": 0.1}'
+    code = (
+        f"import os, signal, time; print({'@trainscale ' + step!r}, flush=True); "
+        f"time.sleep(1); {SEGFAULT}"
+    )
+
     class Stepping(Launcher):
         starts = 0
 
         def _start(self, index: int) -> subprocess.Popen[str]:
             Stepping.starts += 1
-            argv, env, log = self._commands[index]
-            step = '{"event": "step", "worker": 0, "step": 0, "start": 0.0, "end": 0.1}'
-            code = (
-                f"import os, signal, time; print({'@trainscale ' + step!r}, flush=True); "
-                "time.sleep(1); os.kill(os.getpid(), signal.SIGSEGV)"
-            )
-            self._commands[index] = ([sys.executable, "-c", code], env, log)
-            return super()._start(index)
+            return _start_instead(self, index, code)
 
     with pytest.raises(RunError, match="exited with status -11"):
         Stepping([_job()], timeout_s=60).run()
