@@ -387,21 +387,6 @@ def _stopping_failure(spec: ScenarioSpec) -> Any:
     return None
 
 
-def _update_specs(specs: list[ScenarioSpec]) -> list[ScenarioSpec]:
-    """The parameter-server points whose update and closures `--calibrate` measures: every
-    point's model on its number of servers, and on one server too (what the simulator
-    takes a closure's growth with the servers from)."""
-    out = []
-    for spec in specs:
-        if spec.strategy.kind != "parameter_server":
-            continue
-        if spec.strategy.servers > 1:
-            one = spec.strategy.model_copy(update={"servers": 1})
-            out.append(spec.model_copy(update={"strategy": one}))
-        out.append(spec)
-    return out
-
-
 def measure_update(spec: ScenarioSpec) -> UpdateEntry:
     """The call that applies a synchronous round's update of the point's model on its
     parameter servers (`probe.update`), with one worker and `strategy.servers` servers."""
@@ -500,8 +485,8 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
             f"{coordinator.call * 1e3:.3g} ms"
         )
     updates: list[UpdateEntry] = []
-    for spec in _update_specs(specs):
-        if any(
+    for spec in specs:
+        if spec.strategy.kind != "parameter_server" or any(
             (u.model, u.dtype, u.servers)
             == (spec.model.name, spec.model.dtype, spec.strategy.servers)
             for u in updates

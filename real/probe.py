@@ -233,9 +233,10 @@ def update(job: dict[str, Any]) -> None:
     servers, which is why it grows with the number of servers.
 
     Beside it, closures on the one worker, each scheduled and fetched alone, in turn:
-    `closure_read` reads every weight; `closure_accumulate` also takes a ticket and adds a
-    gradient to every accumulator (a synchronous closure's push); `closure_apply` applies
-    the gradient with the optimizer instead (an asynchronous closure's push and update).
+    `closure_read` reads every weight; `closure_accumulate` also adds a gradient to every
+    accumulator and counts it (a synchronous closure's push, without backup workers);
+    `closure_apply` applies the gradient with the optimizer instead (an asynchronous
+    closure's push and update).
     Their gradients are made on the worker from a value read at run time and nothing is
     computed, so each closure is what the job's closures pay besides their compute."""
     import tensorflow as tf
@@ -251,7 +252,7 @@ def update(job: dict[str, Any]) -> None:
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     model, optimizer, *_ = build_for_training(tf, job, strategy)
-    accumulators, ticket, gathered, apply = sync_update(tf, strategy, model, optimizer)
+    accumulators, _ticket, gathered, apply = sync_update(tf, strategy, model, optimizer)
     weights = model.trainable_variables
     count = tf.constant(1, tf.int64)
 
@@ -270,15 +271,10 @@ def update(job: dict[str, Any]) -> None:
         with tf.control_dependencies([optimizer.iterations]):
             return tf.identity(pulled)
 
-    def accumulate() -> Any:  # a synchronous closure's push: ticket, accumulators, count
+    def accumulate() -> Any:  # a synchronous closure's push (no backup workers): add, count
         pulled = read()
         g = grads(pulled)
-        with tf.control_dependencies(g):
-            opened = ticket.read_value()  # the real closure's check that its round is open
-        with tf.control_dependencies([opened]):
-            mine = ticket.assign_add(1) - 1
-        with tf.control_dependencies([mine]):
-            adds = [a.assign_add(x) for a, x in zip(accumulators, g, strict=True)]
+        adds = [a.assign_add(x) for a, x in zip(accumulators, g, strict=True)]
         with tf.control_dependencies(adds):
             return gathered.assign_add(1)
 

@@ -87,7 +87,7 @@ def coordinate(job: dict[str, Any]) -> None:
         with tf.control_dependencies([optimizer.iterations]):
             after = tf.identity(optimizer.iterations)
             ended = tf.timestamp()
-        return loss, started, computed, ended, before, after, worker
+        return _record(tf, loss, started, computed, ended, before, after, worker)
 
     @tf.function
     def update(iterator: Any) -> Any:
@@ -136,11 +136,19 @@ def coordinate(job: dict[str, Any]) -> None:
     protocol.emit({"event": "done", "worker": -1, "time": time.time()})
 
 
-def _fetch(tf: Any, value: Any) -> tuple[Any, ...] | None:
-    """A closure's outputs as numbers, or None when they died with the worker holding
-    them (a worker killed after running it: its update was applied, its record is lost)."""
+def _record(tf: Any, *values: Any) -> Any:
+    """A closure's record (loss, clock readings, counters) as one float64 tensor: the
+    coordinator fetches a closure's outputs one tensor at a time, and with six or seven
+    of them the fetches cost a 2-worker round about 10% and a 3-worker one about 25%
+    (docs/real-backend.md). Clock readings and counters are exact in float64."""
+    return tf.stack([tf.cast(v, tf.float64) for v in values])
+
+
+def _fetch(tf: Any, value: Any) -> tuple[float, ...] | None:
+    """A closure's record as numbers, or None when it died with the worker holding it (a
+    worker killed after running it: its update was applied, its record is lost)."""
     try:
-        return tuple(v.numpy() if hasattr(v, "numpy") else v for v in value.fetch())
+        return tuple(float(v) for v in value.fetch())
     except (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError):
         return None
 
@@ -252,10 +260,12 @@ def coordinate_sync(job: dict[str, Any]) -> None:
 
     Beside each weight, on its parameter server, lives a gradient accumulator
     (`colocate_vars_with`). Each round (a global step) schedules one closure per worker;
-    a closure computes its gradients, takes a ticket from a counter on a parameter server
-    (an atomic `assign_add`) and, if it is among the first `workers - backup_workers` of
-    the round, adds its gradients to the accumulators; later ones are dropped (backup
-    workers, as SyncReplicasOptimizer's `replicas_to_aggregate`). Once the round has its
+    a closure computes its gradients and adds them to the accumulators. With backup
+    workers it first takes a ticket from a counter on a parameter server (an atomic
+    `assign_add`) and adds them only if it is among the first `workers - backup_workers`
+    of the round; later ones are dropped (SyncReplicasOptimizer's
+    `replicas_to_aggregate`). Without, every closure adds: no ticket, no conditional
+    (those cost a closure its own round trips to the servers). Once the round has its
     gradients the coordinator applies their mean with the same Keras optimizer (the update
     runs on the parameter servers, colocated with each weight), zeroes the accumulators and
     opens the next round. Closures of a closed round still running are dropped; the
@@ -294,6 +304,21 @@ def coordinate_sync(job: dict[str, Any]) -> None:
             computed = tf.timestamp()
         with tf.control_dependencies([delay(worker, computed - started)]):
             computed = tf.timestamp()  # a straggler's compute is stretched by its sleep
+
+        def push() -> Any:
+            adds = [a.assign_add(g) for a, g in zip(accumulators, grads, strict=True)]
+            with tf.control_dependencies(adds):
+                return gathered.assign_add(1)
+
+        if needed == workers:
+            # every closure of a round contributes and the round waits for all of them:
+            # no ticket to take, and no conditional over the servers' variables (with
+            # them a round took 30-50% longer here: docs/real-backend.md)
+            with tf.control_dependencies([computed]):
+                pushed = push()
+            with tf.control_dependencies([pushed]):
+                ended = tf.timestamp()
+            return _record(tf, loss, started, computed, ended, True, worker)
         with tf.control_dependencies([computed]):
             # a closure of a closed round takes no ticket (it would crowd out the next round's)
             mine = tf.cond(
@@ -302,15 +327,9 @@ def coordinate_sync(job: dict[str, Any]) -> None:
                 lambda: tf.constant(-1, tf.int64),
             )
         accepted = tf.logical_and(tf.equal(mine // ROUND, round_), mine % ROUND < needed)
-
-        def push() -> Any:
-            adds = [a.assign_add(g) for a, g in zip(accumulators, grads, strict=True)]
-            with tf.control_dependencies(adds):
-                return gathered.assign_add(1)
-
         with tf.control_dependencies([tf.cond(accepted, push, lambda: gathered.read_value())]):
             ended = tf.timestamp()
-        return loss, started, computed, ended, accepted, worker
+        return _record(tf, loss, started, computed, ended, accepted, worker)
 
     @tf.function
     def step(iterator: Any, round_: Any) -> Any:
