@@ -94,11 +94,12 @@ class Calibration:
     restart_s: float | None = None
     # the model's update on its parameter servers, one coordinator call
     update_s: float | None = None
-    # what a closure of the model pays on the point's servers beyond one server: its push
-    # to the accumulators (synchronous), its push and update (asynchronous)
-    closure_growth: tuple[float, float] | None = None
-    # the update on one server: an asynchronous closure's own update, before that growth
-    update_one_s: float | None = None
+    # a closure's pull and push on the point's servers, each alone (the closure probes,
+    # less the dispatch); the push of an asynchronous closure includes its update
+    closure_s: tuple[float, float] | None = None
+    # without closures measured: what an asynchronous closure pays beyond its push (the
+    # update call's ops without the call)
+    apply_s: float | None = None
     # what a process's port carries both ways together, in multiples of one way
     duplex: float = 1.0
 
@@ -248,42 +249,20 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
                 )
     coordinator = None
     update_s = None
-    update_one_s = None
-    closure_growth = None
+    closure_s = None
+    apply_s = None
     if spec.strategy.kind == "parameter_server":
         servers = spec.strategy.servers
         update_s = _of_model(model, lambda name: profile.update(name, dtype, servers))
-        if servers > 1:
-            closure_growth, line = _closure_growth(spec, profile)
-            (used if closure_growth is not None else not_found).append(line)
-        if closure_growth is not None:
-            update_one_s = _of_model(model, lambda name: profile.update(name, dtype, 1))
-        if not spec.strategy.sync and update_one_s is not None:
-            used.append(
-                f"update: an asynchronous closure runs its ops after its push and pays the "
-                f"update of {model.name} on one server ({update_one_s * 1e3:.3g} ms) less "
-                "the bare call"
-            )
-        elif update_s is not None:
+        if spec.strategy.sync and update_s is not None:
             used.append(
                 f"update: {update_s * 1e3:.3g} ms for {model.name} on {servers} server(s), "
                 "one coordinator call"
-                + (
-                    ""
-                    if spec.strategy.sync
-                    else "; an asynchronous closure runs its ops after its push and pays it "
-                    "less the bare call"
-                )
             )
-        else:
+        elif spec.strategy.sync:
             not_found.append(
                 f"update: no entry for {model.name} on {servers} server(s) in "
-                f"{spec.cluster.profile}; "
-                + (
-                    "the update costs the bare coordinator call"
-                    if spec.strategy.sync
-                    else "an asynchronous closure's update costs nothing beyond its push"
-                )
+                f"{spec.cluster.profile}; the update costs the bare coordinator call"
             )
         if profile.coordinator is not None:
             c = profile.coordinator
@@ -302,10 +281,19 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
                 f"coordinator: no round trips in {spec.cluster.profile}; parameter-server "
                 "updates cost their transfers only"
             )
+        closure_s, line = _closures(spec, profile, one_machine=spec.cluster.hosts == 1)
+        (used if closure_s is not None else not_found).append(line)
+        if closure_s is None and not spec.strategy.sync and update_s is not None:
+            apply_s = max(update_s - (coordinator[1] if coordinator else 0.0), 0.0)
+            used.append(
+                f"update: an asynchronous closure pays the update of {model.name} on "
+                f"{servers} server(s), {update_s * 1e3:.3g} ms, less the bare call, after "
+                "its push"
+            )
     return Calibration(
         update_s=update_s,
-        closure_growth=closure_growth,
-        update_one_s=update_one_s,
+        closure_s=closure_s,
+        apply_s=apply_s,
         restart_s=restart_s,
         coordinator=coordinator,
         path=spec.cluster.profile,
@@ -328,27 +316,38 @@ def _of_model(model: Any, find: Callable[[str], T | None]) -> T | None:
     return None
 
 
-def _closure_growth(spec: ScenarioSpec, profile: Profile) -> tuple[tuple[float, float] | None, str]:
-    """A closure's growth from one server to the point's servers, and the line saying so.
-
-    The profile's closures of the model on 1 and on S servers (one worker, nothing
-    computed): a synchronous closure's push pays accumulate(S) - accumulate(1) more, an
-    asynchronous closure's push and update apply(S) - apply(1). A difference below zero is
-    the probe's noise (a closure spanning more servers does no less) and counts as none."""
+def _closures(
+    spec: ScenarioSpec, profile: Profile, one_machine: bool
+) -> tuple[tuple[float, float] | None, str]:
+    """A closure's pull and push on the point's servers, each alone, and the line saying
+    so. The profile's closures of the model (one worker, nothing computed, each
+    dispatched and fetched alone): the pull is the reading closure less the bare
+    dispatch; the push is the accumulating closure (synchronous) or the applying one
+    (asynchronous: push and update) less the reading one. Differences below zero are
+    the probes' noise and count as none. They were measured on one machine: a cluster of
+    more hosts moves its tensors over its network instead."""
     model, dtype, servers = spec.model, spec.model.dtype, spec.strategy.servers
-    many = _of_model(model, lambda name: profile.closures(name, dtype, servers))
-    one = _of_model(model, lambda name: profile.closures(name, dtype, 1))
-    if many is None or one is None:
+    measured = _of_model(model, lambda name: profile.closures(name, dtype, servers))
+    if measured is None:
         return None, (
-            f"closures: no closures of {model.name} on 1 and {servers} server(s) in "
-            f"{spec.cluster.profile}; a closure on {servers} servers pays what one on one "
-            "server does"
+            f"closures: none of {model.name} on {servers} server(s) in "
+            f"{spec.cluster.profile}; pulls and pushes from the transfer fit"
         )
-    growth = (max(many[1] - one[1], 0.0), max(many[2] - one[2], 0.0))
-    return growth, (
-        f"closures: on {servers} servers rather than one, a synchronous closure's push "
-        f"{growth[0] * 1e3:.3g} ms longer, an asynchronous closure's push and update "
-        f"{growth[1] * 1e3:.3g} ms (closures of {model.name}, one worker)"
+    if not one_machine:
+        return None, (
+            f"closures: measured on one machine, and this cluster has {spec.cluster.hosts} "
+            "hosts; pulls and pushes from the transfer fit"
+        )
+    read, accumulate, apply = measured
+    dispatch = profile.coordinator.dispatch if profile.coordinator is not None else 0.0
+    pull = max(read - dispatch, 0.0)
+    push = max((accumulate if spec.strategy.sync else apply) - read, 0.0)
+    what = "push" if spec.strategy.sync else "push and update"
+    return (pull, push), (
+        f"closures: a pull of {model.name} from {servers} server(s) takes "
+        f"{pull * 1e3:.3g} ms alone, a {what} {push * 1e3:.3g} ms (closures on one "
+        "worker, less the dispatch); closures in flight at once share the host's cores "
+        "as transfers do"
     )
 
 

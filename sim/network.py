@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import simpy
 
-from .topology import Topology
+from .topology import Route, Topology
 
 Pair = tuple[int, int]
 
@@ -57,6 +57,10 @@ class Network(ABC):
 
         `setup`: seconds a call pays before its first message (beyond the messages'
         latency), e.g. a parameter server's pull issued as a call of its own."""
+
+    @abstractmethod
+    def flow(self, route: Route, nbytes: float) -> simpy.Event:
+        """Move nbytes along one given route (no latency beyond the route's own)."""
 
     def cancel(self, event: simpy.Event) -> None:  # noqa: B027 - a no-op by default
         """Stop the flows of one transfer (its sender failed); its event never fires.
@@ -98,6 +102,10 @@ class AnalyticalNetwork(Network):
             moved = setup + messages * route.latency + size / bandwidth
             longest = max(longest, moved)
         return self.env.timeout(longest)
+
+    def flow(self, route: Route, nbytes: float) -> simpy.Event:
+        bandwidth = min(self.topology.capacity[link] for link in route.links)
+        return self.env.timeout(route.latency + nbytes / bandwidth)
 
 
 def max_min_rates(paths: np.ndarray, capacity: np.ndarray) -> np.ndarray:
@@ -199,12 +207,24 @@ class FlowNetwork(Network):
         messages: int = 1,
         setup: float = 0.0,
     ) -> simpy.Event:
-        env = self.env
         plan = self._plan(pairs)
         if isinstance(nbytes, int | float):
             sizes = np.full(len(plan.keep), float(nbytes))
         else:
             sizes = np.asarray(self._sizes(pairs, nbytes), dtype=float)[plan.keep]
+        return self._submit(plan, sizes, messages, setup)
+
+    def flow(self, route: Route, nbytes: float) -> simpy.Event:
+        plan = _Plan(
+            np.zeros(1, dtype=np.int64),
+            route.padded.reshape(1, -1),
+            np.array([route.latency]),
+            np.array([route.inter_host]),
+        )
+        return self._submit(plan, np.array([float(nbytes)]), 1, 0.0)
+
+    def _submit(self, plan: _Plan, sizes: np.ndarray, messages: int, setup: float) -> simpy.Event:
+        env = self.env
         event = env.event()
         if not len(sizes):
             event.succeed()  # only local copies: free

@@ -104,19 +104,14 @@ class ParameterServerTraining(Training):
         # a pull or push is a call of its own (a closure's reads, its writes): it pays a
         # call's fixed cost beyond its message's latency, as the transfer probe measured
         self.setup_s: float = cal.call_s if cal else 0.0
-        # a closure spanning more servers than one: its push, and an asynchronous closure's
-        # push and update, take what the closure probes measured longer
-        growth = cal.closure_growth if cal and cal.closure_growth else (0.0, 0.0)
-        self.push_extra_s: float = growth[0]
-        # an asynchronous closure applies its own gradients with the update's ops, inside
-        # the closure: it pays the update's work on one server beyond the call's round trip,
-        # and the growth above. (The coordinator's call grows more with the servers: its
-        # ops read the optimizer's scalars across servers from outside; the closure's
-        # function already spans them.) Older profiles without the one-server update or
-        # the closures: the update on the point's servers, less the call
-        one = cal.update_one_s if cal else None  # set where the closures were measured
-        own = one if one is not None else update
-        self.apply_s: float = max(own - self.call_s, 0.0) + growth[1] if own is not None else 0.0
+        # on the calibrated machine, a closure's pull and push each take what the closure
+        # probes measured alone (the model's variables move several at once, faster than
+        # the transfer probe's one tensor), and closures in flight at once share the
+        # host's cores as transfers do: each is one flow that alone takes that long
+        self.closure_s: tuple[float, float] | None = cal.closure_s if cal else None
+        # without them, an asynchronous closure's update after its push: the update
+        # call's ops without the call
+        self.apply_s: float = (cal.apply_s if cal else None) or 0.0
         self.workers = [Worker(self, w) for w in range(sim.workers)]
         if self.sync:
             self.spawn(self.coordinate())
@@ -160,22 +155,40 @@ class ParameterServerTraining(Training):
                 dropped[0] = True
                 self.sim.dropped_gradients += 1
 
-        setup = self.setup_s + self.push_extra_s
-        for j, (shard, nbytes) in enumerate(self.shards):
-            event = net.transfer(node, shard, nbytes, setup=setup)
-            event.callbacks.append(functools.partial(arrived, j=j))
+        if self.closure_s is not None:  # one flow for every shard's part
+            event = self._closure_flow(node, False, self.closure_s[1])
+            for j in range(len(self.shards)):
+                event.callbacks.append(functools.partial(arrived, j=j))
             events.append(event)
+        else:
+            for j, (shard, nbytes) in enumerate(self.shards):
+                event = net.transfer(node, shard, nbytes, setup=self.setup_s)
+                event.callbacks.append(functools.partial(arrived, j=j))
+                events.append(event)
         worker.inflight = events
         return events
 
     def pull(self, node: int, worker: Worker) -> simpy.Event:
-        event = self.sim.network.transfers(
-            [(shard, node) for shard, _ in self.shards],
-            [nbytes for _, nbytes in self.shards],
-            setup=self.setup_s,
-        )
+        if self.closure_s is not None:
+            event = self._closure_flow(node, True, self.closure_s[0])
+        else:
+            event = self.sim.network.transfers(
+                [(shard, node) for shard, _ in self.shards],
+                [nbytes for _, nbytes in self.shards],
+                setup=self.setup_s,
+            )
         worker.inflight = [event]
         return event
+
+    def _closure_flow(self, node: int, inbound: bool, alone_s: float) -> simpy.Event:
+        """A closure's pull (inbound) or push: one flow on the worker's side of the move
+        that, alone, takes `alone_s` (the closure probe's time); beside others in flight
+        on the host it shares the host's cores and slows as they do. No latency of its
+        own: the probe's time holds it."""
+        topology = self.sim.topology
+        route = topology.process_route(node, inbound)
+        rate = min(float(topology.capacity[link]) for link in route.links)
+        return self.sim.network.flow(route, alone_s * rate)
 
     def exchange(
         self, node: int, step: int, member: int, worker: Worker
@@ -284,9 +297,13 @@ class ParameterServerTraining(Training):
             yield from sim.async_checkpoint()
 
     def push_async(self, node: int, worker: Worker) -> list[simpy.Event]:
-        net = self.sim.network
-        events = [
-            net.transfer(node, shard, nbytes, setup=self.setup_s) for shard, nbytes in self.shards
-        ]
+        if self.closure_s is not None:  # push and update, one flow for every shard's part
+            events = [self._closure_flow(node, False, self.closure_s[1])]
+        else:
+            net = self.sim.network
+            events = [
+                net.transfer(node, shard, nbytes, setup=self.setup_s)
+                for shard, nbytes in self.shards
+            ]
         worker.inflight = events
         return events

@@ -135,6 +135,20 @@ class Topology:
             route = self._cache[key] = self._route(src, dst)
         return route
 
+    def process_route(self, node: int, inbound: bool) -> Route:
+        """What one process's side of a move inside its host crosses: its port (in or
+        out, and both ways together where that link exists) and the host's loopback.
+        A parameter-server closure's pull or push is bound by its worker and the host's
+        cores, not by the server, which serves several closures at once."""
+        links = [(self._port_in if inbound else self._port_out) + node]
+        if self._port_both is not None:
+            links.append(self._port_both + node)
+        if self._loopback is not None:
+            links.append(self._loopback + int(self.host_of[node]))
+        padded = np.full(self.max_path, -1, dtype=np.int64)
+        padded[: len(links)] = links
+        return Route(tuple(links), 0.0, False, padded)
+
     def _route(self, src: int, dst: int) -> Route:
         hs, hd = int(self.host_of[src]), int(self.host_of[dst])
         if hs == hd:

@@ -540,66 +540,81 @@ OLD_PROFILE = (  # the same update calls, measured before closures were
 )
 
 
+def period(row: dict[str, Any]) -> float:
+    """Seconds per round (synchronous) or per update (asynchronous, one worker) of 10
+    samples."""
+    return 1 / row["throughput_samples_per_s"] * 10
+
+
+@pytest.mark.parametrize("network", ["analytical", "flow"])
+@pytest.mark.parametrize("servers", [1, 2])
 @pytest.mark.parametrize("sync", [True, False])
-def test_closures_on_more_servers(tmp_path: Path, sync: bool) -> None:
-    # on two servers, against the same job from a profile without closures: a synchronous
-    # closure's push takes ACC_2 - ACC_1 longer (the round's update call is the same); an
-    # asynchronous closure's update is the one-server update beyond the call plus
-    # APPLY_2 - APPLY_1, in place of the two-server call's update beyond the call
-    strategy = f"strategy={{kind: parameter_server, servers: 2, sync: {str(sync).lower()}}}"
-    periods = []
-    for extra in (CLOSURES_PROFILE, OLD_PROFILE):
-        (tmp_path / "box.yaml").unlink(missing_ok=True)
-        row = simulate(write(tmp_path, PROFILE + extra), strategy, "sim.network_model=analytical")
-        periods.append(1 / row["throughput_samples_per_s"] * 10)
-    push = ACC_2 - ACC_1
-    update = (UPDATE - CALL + APPLY_2 - APPLY_1) - (UPDATE_2 - CALL)
-    expected = push if sync else update
-    assert periods[0] - periods[1] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+def test_closures_are_a_closures_pull_and_push(
+    tmp_path: Path, sync: bool, servers: int, network: str
+) -> None:
+    # one worker on the calibrated machine, closures measured on the point's servers: the
+    # pull is the reading closure less the dispatch, the push the accumulating (sync) or
+    # applying (async: push and update) closure less the reading one. A synchronous round
+    # is then dispatch + pull + compute + push + update = compute + accumulating closure
+    # + update; an asynchronous update is queued dispatch + pull + compute + push
+    strategy = f"strategy={{kind: parameter_server, servers: {servers}, sync: {str(sync).lower()}}}"
+    row = simulate(
+        write(tmp_path, PROFILE + CLOSURES_PROFILE), strategy, f"sim.network_model={network}"
+    )
+    read, acc, apply = (READ_1, ACC_1, APPLY_1) if servers == 1 else (READ_2, ACC_2, APPLY_2)
+    update = UPDATE if servers == 1 else UPDATE_2
+    expected = STEP_1 + acc + update if sync else STEP_1 + QUEUED + apply - DISPATCH
+    assert period(row) == pytest.approx(expected, rel=1e-9)
     point = load(write(tmp_path, PROFILE + CLOSURES_PROFILE), [strategy]).points[0]
     calibration = Simulation(point.spec, profile=point.profile).calibration
-    assert calibration is not None
-    assert calibration.closure_growth == pytest.approx((ACC_2 - ACC_1, APPLY_2 - APPLY_1))
-    assert any(u.startswith("closures: on 2 servers rather than one") for u in calibration.used)
-    (line,) = [u for u in calibration.used if u.startswith("update:")]
-    assert ("on one server" in line) is not sync  # the update an asynchronous closure pays
+    assert calibration is not None and calibration.apply_s is None
+    assert any(u.startswith(f"closures: a pull of toy from {servers}") for u in calibration.used)
 
 
-def test_closures_on_one_server_change_nothing(tmp_path: Path) -> None:
-    # one server: the closures' growth is none, and the asynchronous update is what it was
-    strategy = "strategy={kind: parameter_server, servers: 1, sync: false}"
-    rows = [
-        simulate(write(tmp_path, PROFILE + extra), strategy, "sim.network_model=analytical")
-        for extra in (CLOSURES_PROFILE, OLD_PROFILE)
-    ]
-    assert rows[0]["throughput_samples_per_s"] == rows[1]["throughput_samples_per_s"]
-
-
-def test_closures_growth_below_zero_is_none_and_missing_is_said(tmp_path: Path) -> None:
-    strategy = "strategy={kind: parameter_server, servers: 2, sync: true}"
-    faster = (  # the probe's noise: two servers measured faster than one
-        ROUND_TRIPS
-        + "updates:\n"
-        + closures(1, UPDATE, READ_1, ACC_1, APPLY_1)
-        + closures(2, UPDATE_2, READ_2, ACC_1 - 1e-3, APPLY_1 - 1e-3)
+def test_closures_in_flight_share_the_hosts_cores(tmp_path: Path) -> None:
+    # two workers, one server, flow model: each closure's pull (then push) is one flow
+    # bound by its own worker's port (beta alone) and the host's cores, which the two
+    # share (cpus x beta_x): each moves at cpus x beta_x / 2 = beta_x, and takes its
+    # alone time x beta / beta_x. The server is no bottleneck: it serves both at once
+    strategy = "strategy={kind: parameter_server, servers: 1, sync: true}"
+    row = simulate(
+        write(tmp_path, PROFILE + CLOSURES_PROFILE), strategy, "cluster.devices_per_host=2"
     )
-    point = load(write(tmp_path, PROFILE + faster), [strategy]).points[0]
-    calibration = Simulation(point.spec, profile=point.profile).calibration
-    assert calibration is not None and calibration.closure_growth == (0.0, 0.0)
+    pull, push = READ_1 - DISPATCH, ACC_1 - READ_1
+    slower = BETA / min(BETA, CPUS * BETA_X / 2)
+    assert slower == pytest.approx(4 / 3)
+    expected = STEP_2 + DISPATCH + slower * (pull + push) + UPDATE
+    assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_closures_are_for_one_machine_and_below_zero_is_none(tmp_path: Path) -> None:
+    # two hosts: tensors cross the network, not the machine the closures were timed on;
+    # the same job as from the profile without closures, and the simulation says why
+    strategy = "strategy={kind: parameter_server, servers: 1, sync: true}"
+    periods = []
+    for extra in (CLOSURES_PROFILE, OLD_PROFILE):
+        row = simulate(write(tmp_path, PROFILE + extra), strategy, "cluster.hosts=2")
+        periods.append(period(row))
+    assert periods[0] == periods[1]
+    point = load(write(tmp_path, PROFILE + CLOSURES_PROFILE), [strategy, "cluster.hosts=2"])
+    calibration = Simulation(point.points[0].spec, profile=point.points[0].profile).calibration
+    assert calibration is not None and calibration.closure_s is None
+    assert any("this cluster has 2 hosts" in line for line in calibration.not_found)
+    # the probes' noise: accumulating measured faster than reading counts as no push
+    faster = ROUND_TRIPS + "updates:\n" + closures(1, UPDATE, READ_1, READ_1 - 1e-3, APPLY_1)
+    row = simulate(write(tmp_path, PROFILE + faster), strategy, "sim.network_model=analytical")
+    assert period(row) == pytest.approx(STEP_1 + READ_1 + UPDATE, rel=1e-9)
+
+
+def test_without_closures_an_async_update_is_the_call_less_the_bare_call(
+    tmp_path: Path,
+) -> None:
+    strategy = "strategy={kind: parameter_server, servers: 2, sync: false}"
     point = load(write(tmp_path, PROFILE + OLD_PROFILE), [strategy]).points[0]
     calibration = Simulation(point.spec, profile=point.profile).calibration
-    assert calibration is not None and calibration.closure_growth is None
-    assert any(u.startswith("closures: no closures of toy") for u in calibration.not_found)
-
-
-def test_calibrate_measures_one_server_beside_more(tmp_path: Path) -> None:
-    from real.calibrate import _update_specs
-
-    path = write(tmp_path)
-    sets = [f"strategy={{kind: parameter_server, servers: {n}, sync: true}}" for n in (2, 1)]
-    specs = [load(path, [s]).points[0].spec for s in sets] + [load(path).points[0].spec]
-    # the two-server point is measured on one server too; the all-reduce point not at all
-    assert [s.strategy.servers for s in _update_specs(specs)] == [1, 2, 1]
+    assert calibration is not None and calibration.closure_s is None
+    assert calibration.apply_s == pytest.approx(UPDATE_2 - CALL)
+    assert any(u.startswith("closures: none of toy on 2") for u in calibration.not_found)
 
 
 def test_profile_update_and_restart_round_trip(tmp_path: Path) -> None:
