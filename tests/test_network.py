@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import simpy
@@ -9,7 +11,7 @@ from conftest import cluster, timed
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.network import FlowNetwork, max_min_rates
+from sim.network import FlowNetwork, make_network, max_min_rates
 from sim.topology import Topology
 
 B = 10e9 / 8
@@ -176,3 +178,23 @@ def test_flows_finish_late_in_a_long_run() -> None:
     env.process(later())
     env.run(until=2e6)
     assert len(done) == 3 and all(abs(r - 1) < 1e-3 for r in done)
+
+
+def test_flows_on_process_routes_share_the_loopback(network_model: str) -> None:
+    # one host, 3 processes, ports 200 MB/s, the host's loopback 300 MB/s (calibrated): a
+    # flow on one process's side of a move is bound by that process's port alone; three
+    # at once (each on its own process) share the loopback, 100 MB/s each. Without
+    # contention (analytical) each takes its port's time regardless
+    topology = Topology(cluster(1, 3, link_bw="200 MB/s"), loopback=300e6)
+    routes = [topology.process_route(w, inbound=w % 2 == 0) for w in range(3)]
+    assert all(len(r.links) == 2 and r.latency == 0.0 for r in routes)
+    env = simpy.Environment()
+    net = make_network(network_model, env, topology)
+
+    def proc() -> Any:
+        yield env.all_of([net.flow(route, 1e6) for route in routes])
+
+    env.process(proc())
+    env.run()
+    expected = 1e6 / 200e6 if network_model == "analytical" else 1e6 / 100e6
+    assert env.now == pytest.approx(expected, rel=1e-9)
