@@ -312,8 +312,8 @@ def coordinate_sync(job: dict[str, Any]) -> None:
 
         if needed == workers:
             # every closure of a round contributes and the round waits for all of them:
-            # no ticket to take, and no conditional over the servers' variables (with
-            # them a round took 30-50% longer here: docs/real-backend.md)
+            # no ticket to take, and no conditional over the servers' variables (it would
+            # cost each closure round trips to them for nothing)
             with tf.control_dependencies([computed]):
                 pushed = push()
             with tf.control_dependencies([pushed]):

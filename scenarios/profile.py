@@ -135,9 +135,10 @@ class UpdateEntry(_Strict):
     samples: int = Field(default=0, ge=0)
     # closures of the same model on the same servers, one worker, each scheduled and
     # fetched alone (means; None in older profiles): `closure_read` reads every weight on
-    # the worker; `closure_accumulate` also takes a ticket and adds a gradient to every
-    # accumulator (a synchronous closure's push); `closure_apply` instead applies it with
-    # the optimizer (an asynchronous closure's push and update)
+    # the worker; `closure_accumulate` also adds a gradient to every accumulator and
+    # counts it (a synchronous closure's push without backup workers; until 2026-11-30 it
+    # took a ticket too); `closure_apply` instead applies it with the optimizer (an
+    # asynchronous closure's push and update)
     closure_read: PositiveSeconds | None = None
     closure_accumulate: PositiveSeconds | None = None
     closure_apply: PositiveSeconds | None = None

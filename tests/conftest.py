@@ -1,4 +1,5 @@
-"""Shared fixtures: small specs and a bare network to time collectives on."""
+"""Shared fixtures: small specs, a bare network to time collectives on, and a calibration
+profile of a made-up machine with the helpers that simulate from it."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from typing import Any
 import pytest
 import simpy
 
+from scenarios import load
 from scenarios.loader import set_path, validate
 from scenarios.spec import ClusterSpec, ScenarioSpec
+from sim.metrics import summarize
 from sim.network import make_network
+from sim.simulation import Simulation
 from sim.topology import Topology
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,3 +87,58 @@ def timed(model: str, spec: ClusterSpec, body: Callable[[Any], Any], servers: in
 @pytest.fixture(params=["analytical", "flow"])
 def network_model(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+# Measured on a made-up 2-core box. The allreduce fit is absurd on purpose: the simulator
+# must predict collectives from `transfer`, never from it.
+PROFILE = """
+version: 1
+kind: trainscale-profile
+created: 2026-11-29T12:00:00+00:00
+machine: {hostname: box, cpus: 2, platform: test, tensorflow: 2.21.0, device: cpu}
+compute:
+  - {model: toy, batch_per_worker: 10, dtype: float32, processes: 1, step_time: 6.4 ms, steps: 50}
+  - {model: toy, batch_per_worker: 10, dtype: float32, processes: 2, step_time: 7.0 ms, steps: 50}
+transfer: {latency: 1.9 ms, bandwidth: 160 MB/s, r2: 0.998, max_rel_residual: 0.12}
+exchange: {latency: 3 ms, bandwidth: 120 MB/s, r2: 0.99, max_rel_residual: 0.2}
+messages: {first: 2.2 ms, chained: 0.5 ms, chain: 8}
+allreduce:
+  - {workers: 2, latency: 1 s, bandwidth: 1 kB/s, r2: 0.5, max_rel_residual: 3.0}
+"""
+
+STEP_1 = 6.4e-3  # s, one process
+STEP_2 = 7.0e-3  # s, two at once
+ALPHA = 1.9e-3  # s, a call moving one tensor pays it (a parameter server's pull or push)
+BETA = 160e6  # bytes/s
+BETA_X = 120e6  # bytes/s each way at once (the exchange), what each core moves when busy
+CPUS = 2
+PARAMS = 1e6
+S = PARAMS * 4  # gradient bytes, float32
+
+SCENARIO = """
+version: 1
+name: calibrated
+seed: 1
+model: {name: toy, params: 1e6, flops_per_sample: 1 GFLOP}
+cluster:
+  hosts: 1
+  devices_per_host: 1
+  device: {peak_flops: 10 TFLOP/s, efficiency: 1.0}
+  host_link: {bandwidth: 100 GB/s, latency: 1 us}
+  network: {bandwidth: 10 Gbit/s, latency: 10 us}
+  profile: box.yaml
+training: {batch_per_worker: 10, steps: 5, warmup_steps: 1}
+strategy: {kind: allreduce, algorithm: ring, fusion_buffer: 1 GiB, overlap: false}
+"""
+
+
+def write(tmp_path: Path, profile: str = PROFILE, scenario: str = SCENARIO) -> Path:
+    (tmp_path / "box.yaml").write_text(profile)
+    path = tmp_path / "scenario.yaml"
+    path.write_text(scenario)
+    return path
+
+
+def simulate(path: Path, *sets: str) -> dict[str, Any]:
+    point = load(path, sets).points[0]
+    return summarize(point.spec, Simulation(point.spec, profile=point.profile).run())
