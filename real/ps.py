@@ -139,8 +139,9 @@ def coordinate(job: dict[str, Any]) -> None:
 def _record(tf: Any, *values: Any) -> Any:
     """A closure's record (loss, clock readings, counters) as one float64 tensor: the
     coordinator fetches a closure's outputs one tensor at a time, and with six or seven
-    of them the fetches cost a 2-worker round about 10% and a 3-worker one about 25%
-    (docs/real-backend.md). Clock readings and counters are exact in float64."""
+    of them a synchronous round of 2 workers took 78.6 ms against 69.5, one of 3 workers
+    132 against 96.5 (docs/real-backend.md). Clock readings and counters are exact in
+    float64."""
     return tf.stack([tf.cast(v, tf.float64) for v in values])
 
 
