@@ -91,21 +91,18 @@ class AnalyticalNetwork(Network):
     ) -> simpy.Event:
         sizes = self._sizes(pairs, nbytes)
         longest = 0.0
-        capacity = self.topology.capacity
         for (src, dst), size in zip(pairs, sizes, strict=True):
             if src == dst:
                 continue
             route = self.topology.route(src, dst)
             if route.inter_host:
                 self.bytes_on_network += size
-            bandwidth = min(capacity[link] for link in route.links)
-            moved = setup + messages * route.latency + size / bandwidth
+            moved = setup + messages * route.latency + size / self.topology.narrowest(route)
             longest = max(longest, moved)
         return self.env.timeout(longest)
 
     def flow(self, route: Route, nbytes: float) -> simpy.Event:
-        bandwidth = min(self.topology.capacity[link] for link in route.links)
-        return self.env.timeout(route.latency + nbytes / bandwidth)
+        return self.env.timeout(route.latency + nbytes / self.topology.narrowest(route))
 
 
 def max_min_rates(paths: np.ndarray, capacity: np.ndarray) -> np.ndarray:

@@ -101,8 +101,8 @@ class ParameterServerTraining(Training):
         # ends a synchronous round
         update = cal.update_s if cal else None
         self.update_s: float = update if update is not None else self.call_s
-        # a pull or push is a call of its own (a closure's reads, its writes): it pays a
-        # call's fixed cost beyond its message's latency, as the transfer probe measured
+        # without closures measured (below), a pull or push is a call of its own: it pays
+        # a call's fixed cost beyond its message's latency, as the transfer probe measured
         self.setup_s: float = cal.call_s if cal else 0.0
         # on the calibrated machine, a closure's pull and push each take what the closure
         # probes measured alone (the model's variables move several at once, faster than
@@ -185,10 +185,8 @@ class ParameterServerTraining(Training):
         that, alone, takes `alone_s` (the closure probe's time); beside others in flight
         on the host it shares the host's cores and slows as they do. No latency of its
         own: the probe's time holds it."""
-        topology = self.sim.topology
-        route = topology.process_route(node, inbound)
-        rate = min(float(topology.capacity[link]) for link in route.links)
-        return self.sim.network.flow(route, alone_s * rate)
+        route = self.sim.topology.process_route(node, inbound)
+        return self.sim.network.flow(route, alone_s * self.sim.topology.narrowest(route))
 
     def exchange(
         self, node: int, step: int, member: int, worker: Worker

@@ -135,6 +135,10 @@ class Topology:
             route = self._cache[key] = self._route(src, dst)
         return route
 
+    def narrowest(self, route: Route) -> float:
+        """Bytes/s of the route's narrowest link: what one flow on it gets alone."""
+        return float(min(self.capacity[link] for link in route.links))
+
     def process_route(self, node: int, inbound: bool) -> Route:
         """What one process's side of a move inside its host crosses: its port (in or
         out, and both ways together where that link exists) and the host's loopback.
