@@ -190,6 +190,8 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             f"{spec.cluster.profile}; catalog FLOP model used"
         )
     transfer = profile.transfer
+    # every process of the job on the calibrated machine (dedicated servers too)
+    one_machine = spec.cluster.hosts == 1 and transfer is not None
     if transfer is not None:
         scope = "every transfer: one host" if spec.cluster.hosts == 1 else "inside each host"
         used.append(
@@ -282,7 +284,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
                 f"coordinator: no round trips in {spec.cluster.profile}; parameter-server "
                 "updates cost their transfers only"
             )
-        closure_s, line = _closures(spec, profile, one_machine=spec.cluster.hosts == 1)
+        closure_s, line = _closures(spec, profile, one_machine)
         (used if closure_s is not None else not_found).append(line)
         if closure_s is None and not spec.strategy.sync and update_s is not None:
             apply_s = max(update_s - (coordinator[1] if coordinator else 0.0), 0.0)
@@ -303,7 +305,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         step_s=step_s,
         transfer=transfer,
         duplex=duplex,
-        one_machine=spec.cluster.hosts == 1 and transfer is not None,
+        one_machine=one_machine,
         used=tuple(used),
         not_found=tuple(not_found),
     )
@@ -325,8 +327,9 @@ def _closures(
     dispatched and fetched alone): the pull is the reading closure less the bare
     dispatch; the push is the accumulating closure (synchronous) or the applying one
     (asynchronous: push and update) less the reading one. Differences below zero are
-    the probes' noise and count as none. They were measured on one machine: a cluster of
-    more hosts moves its tensors over its network instead."""
+    the probes' noise and count as none. They were measured on one machine: they hold
+    only where the job is placed on it (`one_machine`, as the topology places it); a
+    cluster of more hosts moves its tensors over its network instead."""
     model, dtype, servers = spec.model, spec.model.dtype, spec.strategy.servers
     measured = _of_model(model, lambda name: profile.closures(name, dtype, servers))
     if measured is None:
@@ -335,9 +338,14 @@ def _closures(
             f"{spec.cluster.profile}; pulls and pushes from the transfer fit"
         )
     if not one_machine:
+        where = (
+            f"this cluster has {spec.cluster.hosts} hosts"
+            if spec.cluster.hosts > 1
+            else "the profile has no transfer fit to place the job on it"
+        )
         return None, (
-            f"closures: measured on one machine, and this cluster has {spec.cluster.hosts} "
-            "hosts; pulls and pushes from the transfer fit"
+            f"closures: measured on one machine, and {where}; pulls and pushes move the "
+            "shards' bytes"
         )
     read, accumulate, apply = measured
     dispatch = profile.coordinator.dispatch if profile.coordinator is not None else 0.0
