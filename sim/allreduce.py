@@ -64,14 +64,10 @@ class AllreduceTraining(Training):
             yield env.timeout(hiccup)
         elapsed = 0.0
         for bucket in self.buckets:
-            gap = (bucket.ready_s - elapsed) * factor
-            if gap > 0:
-                yield env.timeout(gap)
+            yield from sim.busy(worker, bucket.ready_s - elapsed, factor)
             elapsed = bucket.ready_s
             self.ready(step, bucket.index).arrive(worker.index)
-        tail = (sim.compute.step_s - elapsed) * factor
-        if tail > 0:
-            yield env.timeout(tail)
+        yield from sim.busy(worker, sim.compute.step_s - elapsed, factor)
         worker.compute_end = env.now
         need = step - self.lag  # the collective this worker must see applied before going on
         if need >= self.start_step:

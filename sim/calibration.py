@@ -57,12 +57,17 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   two busy cores move: each core moves the exchange's per-direction bandwidth, so the
   transfers in flight on a host share `cpus x` it (a per-host link in the flow network).
   Without an exchange fit, each transfer in flight occupies one core at the one-way
-  bandwidth (`cpus x bandwidth`).
+  bandwidth (`cpus x bandwidth`). On one machine (and in the flow network) the workers'
+  compute is CPU work on the same cores (`shared_cores`): the measured step held
+  min(1, cpus / P) of a core, so it is that much core time, a flow on one core of the
+  worker's own and the loopback. As many computing at once as measured, and nothing
+  else, take the measured time; fewer take less (a core each at most); transfers in
+  flight beside them take their share of the cores, and compute its share of theirs.
 
 Not taken: parameter-server processes do not count among the P processes computing at
 once (in a synchronous step they serve pushes and pulls while the workers wait; the CPU
-they spend moving tensors is the transfer's, above); compute is not slowed by transfers
-overlapping it; links between hosts (hosts > 1) stay the catalog's `network`.
+they spend moving tensors is the transfer's, above); links between hosts (hosts > 1) stay
+the catalog's `network`.
 """
 
 from __future__ import annotations
@@ -103,6 +108,9 @@ class Calibration:
     apply_s: float | None = None
     # what a process's port carries both ways together, in multiples of one way
     duplex: float = 1.0
+    # the workers' compute is CPU work the transfers share the host's cores with (one
+    # machine, a measured step time, a transfer fit, the flow network)
+    shared_cores: bool = False
 
     @property
     def message_s(self) -> float:
@@ -120,6 +128,23 @@ class Calibration:
     @property
     def cpus(self) -> int:
         return self.profile.machine.cpus
+
+    @property
+    def core_rate(self) -> float | None:
+        """Bytes/s one busy core moves between processes (`loopback_capacity` / cpus): the
+        unit the host's cores are shared in, by transfers and, on one machine, compute."""
+        if self.transfer is None:
+            return None
+        return _per_core(self.profile, self.transfer)
+
+    @property
+    def compute_cores(self) -> float | None:
+        """Cores one worker's compute held when its step time was measured: P processes
+        computing at once on `cpus` cores, at most one each (`processes` <= cpus: a core
+        each). None where compute does not share the cores with transfers (`shared_cores`)."""
+        if not self.shared_cores:
+            return None
+        return min(1.0, self.cpus / self.processes)
 
     @property
     def loopback_capacity(self) -> float | None:
@@ -227,11 +252,19 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             f"exchange: no fit in {spec.cluster.profile}; what a process sends and receives "
             "shares the one-way bandwidth"
         )
+    shared_cores = one_machine and step_s is not None and spec.sim.network_model == "flow"
     if transfer is not None:
         how = "" if profile.exchange is None else ", what each core moved in the exchange"
+        cpus = profile.machine.cpus
+        shares = (
+            f"; each worker's compute is CPU work on them, at most one core: "
+            f"{min(1.0, cpus / processes):.3g} of a core with P={processes} computing at once"
+            if shared_cores
+            else ""
+        )
         used.append(
-            f"cores: {profile.machine.cpus} (transfers in flight on a host share "
-            f"{profile.machine.cpus} x {_per_core(profile, transfer) / 1e6:.4g} MB/s{how})"
+            f"cores: {cpus} (transfers in flight on a host share "
+            f"{cpus} x {_per_core(profile, transfer) / 1e6:.4g} MB/s{how}{shares})"
         )
     restart_s = None
     if spec.failures and step_s is not None:
@@ -306,6 +339,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         transfer=transfer,
         duplex=duplex,
         one_machine=one_machine,
+        shared_cores=shared_cores,
         used=tuple(used),
         not_found=tuple(not_found),
     )

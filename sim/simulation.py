@@ -10,7 +10,7 @@ strategy (`sim/training.py`, `sim/allreduce.py`, `sim/ps.py`) runs inside it; th
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import simpy
@@ -26,6 +26,9 @@ from .compute import ComputeModel
 from .network import make_network
 from .stragglers import Stragglers
 from .topology import Topology
+
+if TYPE_CHECKING:
+    from .training import Worker
 
 Process = Generator[Any, Any, Any]
 
@@ -84,6 +87,13 @@ class Simulation:
             if strategy.kind == "parameter_server" and strategy.placement == "dedicated"
             else 0
         )
+        # on the calibrated machine compute is CPU work the transfers share the cores with:
+        # a second of measured compute is this many bytes in the loopback's unit (the cores
+        # the measured step held x what one core moves); only in the flow network (the
+        # analytical one has no contention: there compute keeps its measured time)
+        self.compute_rate: float | None = None
+        if cal is not None and cal.compute_cores is not None and cal.core_rate is not None:
+            self.compute_rate = cal.compute_cores * cal.core_rate
         if cal is None:
             self.topology = Topology(spec.cluster, dedicated)
         else:
@@ -93,6 +103,7 @@ class Simulation:
                 cal.loopback_capacity,
                 cal.one_machine,
                 cal.duplex,
+                cal.core_rate if self.compute_rate is not None else None,
             )
         self.network = make_network(spec.sim.network_model, self.env, self.topology)
         self.tracer: ChromeTracer | NullTracer = (
@@ -144,6 +155,38 @@ class Simulation:
     def compute_delay(self, worker: int, step: int) -> float:
         """Seconds a transient hiccup adds to the worker's compute in a step."""
         return self.stragglers.delay(worker, step)
+
+    def busy(
+        self, worker: Worker, seconds: float, factor: float = 1.0, delay: float = 0.0
+    ) -> Process:
+        """`seconds` of the worker's measured compute, stretched by `factor` (jitter x
+        slowness), and `delay` seconds of a transient hiccup.
+
+        On the calibrated machine (`compute_rate`) the compute is CPU work: one flow on
+        the worker's core and the host's loopback, which the transfers in flight share.
+        Beside as many workers computing as when it was measured, and nothing else, it
+        takes `seconds`; beside fewer it takes less (a core each at most), beside
+        transfers more. A straggler then sleeps (factor - 1) x what its compute took,
+        and the hiccup, as run-real injects them: a sleep holds no core, and jitter
+        below 1 speeds nothing up. Elsewhere it is `seconds x factor + delay` of time."""
+        env = self.env
+        if self.compute_rate is None:
+            if seconds * factor + delay > 0:
+                yield env.timeout(seconds * factor + delay)
+            return
+        route = self.topology.compute_route(worker.index)
+        assert route is not None, "a compute rate comes with the workers' cores"
+        took = 0.0
+        if seconds > 0:
+            start = env.now
+            event = self.network.flow(route, seconds * self.compute_rate)
+            worker.inflight = [event]  # stopped if the worker fails
+            yield event
+            worker.inflight = []
+            took = env.now - start
+        sleep = max(factor - 1.0, 0.0) * took + delay
+        if sleep > 0:
+            yield env.timeout(sleep)
 
     # -- steps ----------------------------------------------------------------------------
 

@@ -12,7 +12,8 @@ Links (each one direction of a full-duplex port; capacity in bytes/s):
     capacity = (all hosts' NIC bandwidth) / oversubscription.
   * with a calibration profile (`sim/calibration.py`), each host's loopback: the CPU that
     moves tensors between its processes, capacity `cpus x` what one core moves
-    (`Calibration.loopback_capacity`); and
+    (`Calibration.loopback_capacity`); on one machine each worker's compute is CPU work
+    on it too, through a link of one core of its own (`compute_route`); and
     each port is then a process, which moves what it sends and what it receives with its
     own CPU: one direction at most the calibrated bandwidth, both together `duplex` times
     it (a link shared by both directions; `duplex` 1: one link for both, as measured by
@@ -60,11 +61,13 @@ class Topology:
         loopback: float | None = None,
         one_machine: bool = False,
         duplex: float = 1.0,
+        core: float | None = None,
     ):
         """`loopback`: bytes/s the messages inside one host share (None: unlimited);
         `one_machine`: dedicated servers run on host 0 (see the module's docstring);
         `duplex` (with `loopback`): what a port carries both ways together, in multiples
-        of what it carries one way."""
+        of what it carries one way; `core` (with `loopback`): bytes/s one core moves,
+        where compute shares the host's cores with transfers (`compute_route`)."""
         self.hosts = cluster.hosts
         self.devices_per_host = cluster.devices_per_host
         self.workers = cluster.workers
@@ -113,6 +116,11 @@ class Topology:
         if loopback is not None:
             self._loopback = len(capacity)
             capacity += [loopback] * all_hosts
+        # a worker's compute: one core at most, in the loopback's unit (bytes a core moves)
+        self._core: int | None = None
+        if core is not None and loopback is not None:
+            self._core = len(capacity)
+            capacity += [core] * n
         self.capacity = np.asarray(capacity, dtype=float)
         self.fabric_latency = cluster.host_link.latency
         self.network_latency = cluster.network.latency
@@ -149,6 +157,17 @@ class Topology:
             links.append(self._port_both + node)
         if self._loopback is not None:
             links.append(self._loopback + int(self.host_of[node]))
+        padded = np.full(self.max_path, -1, dtype=np.int64)
+        padded[: len(links)] = links
+        return Route(tuple(links), 0.0, False, padded)
+
+    def compute_route(self, worker: int) -> Route | None:
+        """What a worker's compute crosses where it shares its host's cores with the
+        transfers: one core of its own (it computes on one at most) and the host's
+        loopback (the cores every transfer inside the host shares); None elsewhere."""
+        if self._core is None or self._loopback is None:
+            return None
+        links = [self._core + worker, self._loopback + int(self.host_of[worker])]
         padded = np.full(self.max_path, -1, dtype=np.int64)
         padded[: len(links)] = links
         return Route(tuple(links), 0.0, False, padded)

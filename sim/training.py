@@ -141,10 +141,9 @@ class Training:
     def compute(self, worker: Worker, step: int) -> Process:
         """Forward and backward of one step, as one stretch of time (no buckets)."""
         sim = self.sim
-        seconds = sim.compute.step_s * sim.compute_factor(worker.index, step)
-        seconds += sim.compute_delay(worker.index, step)
-        if seconds > 0:
-            yield sim.env.timeout(seconds)
+        factor = sim.compute_factor(worker.index, step)
+        delay = sim.compute_delay(worker.index, step)
+        yield from sim.busy(worker, sim.compute.step_s, factor, delay)
         worker.compute_end = sim.env.now
 
 
