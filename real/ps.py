@@ -99,9 +99,11 @@ def coordinate(job: dict[str, Any]) -> None:
     done, save = checkpointing(tf, job, None, model, optimizer)
     every = job.get("checkpoint_every") or total
     iterations: dict[int, int] = {}  # per worker: its closures so far
+    chunks = 0
 
-    def report(fetched: list[Any]) -> None:
-        """One record per update, in order of start; the step is the worker's iteration."""
+    def report(fetched: list[Any], chunk: int) -> None:
+        """One record per update, in order of start; the step is the worker's iteration;
+        `chunk`: the updates between two checkpoints (a barrier: in-flight updates end)."""
         for values in sorted((v for v in fetched if v is not None), key=lambda v: float(v[1])):
             loss, started, computed, ended, before, after, worker = values
             step = iterations.get(int(worker), 0)
@@ -117,6 +119,7 @@ def coordinate(job: dict[str, Any]) -> None:
                     "end": float(ended),
                     "loss": float(loss),
                     "staleness": max(int(after) - int(before) - 1, 0),
+                    "chunk": chunk,
                 }
             )
 
@@ -131,7 +134,8 @@ def coordinate(job: dict[str, Any]) -> None:
             protocol.emit({"event": "progress", "worker": -1, "step": done, "time": time.time()})
             done += 1
         coordinator.join()
-        report(fetched)
+        report(fetched, chunks)
+        chunks += 1
         save(done)
     protocol.emit({"event": "done", "worker": -1, "time": time.time()})
 

@@ -209,7 +209,8 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
     training_time = float(finish - begin)
     if asynchronous:
         window = [r for r in records if begin <= r["start"] and r["end"] <= finish]
-        durations = np.array([r["end"] - r["start"] for r in window])
+        free = _free_since(records, launch.of("serving"))
+        durations = np.array([r["end"] - free[id(r)] for r in window])
     else:
         window = [r for r in records if r["step"] >= warmup]
         durations = np.diff(np.concatenate([[begin], measured]))
@@ -500,6 +501,37 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
             generation += 1
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _free_since(records: list[dict[str, Any]], serving: list[dict[str, Any]]) -> dict[int, float]:
+    """When each asynchronous closure's worker became free for it (by `id` of its record):
+    the end of the worker's previous closure, so that a step is the worker's whole
+    iteration, the coordinator's dispatch included, as the simulator's is; or the closure's
+    own start where nothing came just before it on that worker: its first, the first after
+    a checkpoint's barrier (another `chunk`), after a restart of the job (another
+    `generation`), or after the worker process was started again (a `serving` record of
+    it between the two)."""
+    rejoined = sorted(
+        (r.get("generation", 0), r["index"], r["time"]) for r in serving if r["role"] == "worker"
+    )
+    free: dict[int, float] = {}
+    last: dict[int, dict[str, Any]] = {}
+    for r in sorted(records, key=lambda r: (r.get("generation", 0), r["end"])):
+        before = last.get(r["worker"])
+        free[id(r)] = r["start"]
+        if (
+            before is not None
+            and before.get("generation", 0) == r.get("generation", 0)
+            and before.get("chunk") == r.get("chunk")
+            and before["end"] <= r["start"]
+            and not any(
+                g == r.get("generation", 0) and w == r["worker"] and before["end"] < t < r["start"]
+                for g, w, t in rejoined
+            )
+        ):
+            free[id(r)] = before["end"]
+        last[r["worker"]] = r
+    return free
 
 
 def _counts(record: dict[str, Any], watch: int) -> bool:

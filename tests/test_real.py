@@ -115,6 +115,13 @@ def test_async_parameter_server(scenario: Path, tmp_path: Path) -> None:
     assert steps.staleness.min() >= 0 and row["max_staleness"] < 26
     losses = steps.sort_values("end_s").loss.tolist()
     assert sum(losses[-3:]) < sum(losses[:3])
+    # a step is a worker's whole iteration: longer than its closure (the dispatch before
+    # it), and the iterations of a worker tile its time, so the mean is about workers x
+    # batch / throughput (to within the run's first and last iteration)
+    measured = steps[~steps.warmup]
+    assert row["step_time_mean_s"] > (measured.end_s - measured.start_s).mean()
+    cycle = 2 * 16 / row["throughput_samples_per_s"]
+    assert 0.7 * cycle < row["step_time_mean_s"] < 1.3 * cycle
     assert workers_alive() == []
 
 

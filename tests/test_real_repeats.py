@@ -197,3 +197,28 @@ def test_recalibrate_bad_input_is_one_line(
     assert len(err) == 1 and err[0].startswith(f"run-real: error: {message}")
     assert not (tmp_path / "out").exists()
     assert (tmp_path / "p.yaml").read_text() == PROFILE
+
+
+def closure(worker: int, start: float, end: float, chunk: int = 0, generation: int = 0) -> Any:
+    return {"worker": worker, "start": start, "end": end, "chunk": chunk, "generation": generation}
+
+
+def test_an_async_step_is_the_workers_whole_iteration() -> None:
+    # a worker's step runs from the end of its previous closure (the coordinator's
+    # dispatch between them included, as the simulator's step does) to its own end;
+    # from the closure's own start where nothing came just before it on that worker
+    first, second = closure(0, 1.0, 1.5), closure(0, 1.7, 2.1)
+    other = closure(1, 1.2, 1.9)  # another worker's closures in between change nothing
+    after_barrier = closure(0, 2.5, 2.9, chunk=1)  # a checkpoint's barrier came between
+    rejoined = closure(1, 6.0, 6.4)  # worker 1 was started again at 5.0
+    restarted = closure(0, 9.0, 9.3, generation=1)  # the job was restarted
+    records = [rejoined, first, after_barrier, other, restarted, second]
+    serving = [
+        {"role": "worker", "index": 1, "time": 5.0, "generation": 0},
+        {"role": "ps", "index": 0, "time": 5.5, "generation": 0},  # a server: not a worker
+    ]
+    free = runner._free_since(records, serving)
+    assert [free[id(r)] for r in (first, second, other, after_barrier)] == [1.0, 1.5, 1.2, 2.5]
+    assert free[id(rejoined)] == 6.0 and free[id(restarted)] == 9.0
+    # without the restart of worker 1 its next closure follows on from its last
+    assert runner._free_since(records, serving[1:])[id(rejoined)] == 1.9
