@@ -21,9 +21,9 @@ from scenarios import vocab
 from scenarios.errors import NotModelledError, ScenarioError
 from scenarios.loader import Point, Scenario
 from scenarios.spec import RandomFailure, ScenarioSpec
-from scenarios.stats import step_stats
 
 from .launcher import InjectedFailure, Kill, Launcher, LaunchResult
+from .summary import progress_index, summarize, trace_of
 
 #: seconds a collective may hang before TensorFlow aborts it (a hang is reported, never waited)
 COLLECTIVE_TIMEOUT_S = 120
@@ -147,119 +147,6 @@ class RealPoint:
     trace: str | None = None
     # with real.repeats: each run's headline figures, in the order run
     runs: list[dict[str, float]] | None = None
-
-
-def trace_of(spec: ScenarioSpec, point_id: str, steps: pd.DataFrame) -> str:
-    """A Chrome trace of what was measured (the simulator's format): per worker, compute
-    (step start to compute end) on one thread, then the exchange (all-reduce, or push
-    under parameter servers) and any wait on the other; lost attempts and warm-up too."""
-    from scenarios.trace import ChromeTracer
-
-    tracer = ChromeTracer(spec.cluster.devices_per_host)
-    exchange = vocab.PUSH if spec.strategy.kind == "parameter_server" else vocab.ALLREDUCE
-    columns = ["worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s"]
-    for w, step, start, computed, exchanged, end in steps[columns].itertuples(index=False):
-        worker, at = int(w), int(step)
-        tracer.span(worker, vocab.COMPUTE, float(start), float(computed), step=at)
-        tracer.span(worker, exchange, float(computed), float(exchanged), comm=True, step=at)
-        tracer.span(worker, vocab.WAIT, float(exchanged), float(end), comm=True, step=at)
-    return tracer.dumps({"point": point_id, "backend": "real", "scenario": spec.name})
-
-
-def _index(record: dict[str, Any]) -> int:
-    """Where a record stands in the job's progress: its global update (async parameter
-    servers) or its step (round)."""
-    return int(record.get("update", record["step"]))
-
-
-def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any], pd.DataFrame]:
-    warmup, steps, n = spec.training.warmup_steps, spec.training.steps, spec.workers
-    attempts = launch.of("step")
-    # a job restarted from a checkpoint redoes the steps (rounds, updates) since: what an
-    # earlier generation did from the step the next one resumed at is lost
-    resumed: dict[int, int] = {}
-    for r in launch.records:
-        if r.get("event") in ("step", "round", "progress"):
-            g = r.get("generation", 0)
-            resumed[g] = min(resumed.get(g, 1 << 62), _index(r))
-    records = [
-        r
-        for r in attempts
-        if not any(
-            g > r.get("generation", 0) and first <= _index(r) for g, first in resumed.items()
-        )
-    ]
-    ready = launch.of("ready")
-    t0 = min(r["start"] for r in records)
-    asynchronous = spec.strategy.kind == "parameter_server" and not spec.strategy.sync
-    rounds = {r["step"]: r for r in launch.of("round")}  # sync PS: a step ends at its update
-    if asynchronous:  # a step is one update (one worker's batch), in order of completion
-        ends = np.sort(np.array([r["end"] for r in records]))
-        samples = spec.training.batch_per_worker * steps
-    else:  # a step ends when its last worker's update ends
-        ends = np.full(warmup + steps, -np.inf)
-        for r in records:
-            ends[r["step"]] = max(ends[r["step"]], r["end"])
-        for step, r in rounds.items():
-            ends[step] = r["end"]
-        samples = n * spec.training.batch_per_worker * steps
-    begin = ends[warmup - 1] if warmup else t0
-    measured = ends[warmup:]
-    finish = float(measured[-1])
-    training_time = float(finish - begin)
-    if asynchronous:
-        window = [r for r in records if begin <= r["start"] and r["end"] <= finish]
-        free = _free_since(records, launch.of("serving"))
-        durations = np.array([r["end"] - free[id(r)] for r in window])
-    else:
-        window = [r for r in records if r["step"] >= warmup]
-        durations = np.diff(np.concatenate([[begin], measured]))
-    compute = sum(r["compute_end"] - r["start"] for r in window)
-    comm = sum(r["end"] - r["compute_end"] for r in window)
-    busy = n * training_time
-    staleness = [r.get("staleness", 0) for r in window] or [0]
-    last = max(r["step"] for r in records)
-    row = {
-        **step_stats(durations),
-        "throughput_samples_per_s": samples / training_time,
-        "compute_time_frac": compute / busy,
-        # all-reduce (or push) and update, including waiting (not separable from outside)
-        "comm_time_frac": comm / busy,
-        "wait_time_frac": max(0.0, 1 - (compute + comm) / busy),
-        "bytes_on_network": 0.0,  # loopback: nothing crosses a NIC
-        "max_staleness": int(max(staleness)),
-        "mean_staleness": float(np.mean(staleness)),
-        "dropped_gradients": sum(1 for r in window if r.get("dropped")),
-        "failures": launch.failures,
-        "lost_steps": launch.lost_steps,
-        "recovery_time_s": launch.recovery_time_s,
-        "checkpoint_time_s": sum(
-            r["end"] - r["start"] for r in launch.of("checkpoint") if r["worker"] == 0
-        ),
-        "training_time_s": training_time,
-        "startup_time_s": max(r["time"] for r in ready if r.get("generation", 0) == 0)
-        - launch.launched,
-        "final_loss": float(np.mean([r["loss"] for r in records if r["step"] == last])),
-    }
-    kept = {id(r) for r in records}
-    frame = pd.DataFrame(
-        {
-            "worker": [r["worker"] for r in attempts],
-            "step": [r["step"] for r in attempts],
-            "warmup": [r["step"] < warmup for r in attempts],
-            "start_s": [r["start"] - t0 for r in attempts],
-            "compute_end_s": [r["compute_end"] - t0 for r in attempts],
-            "comm_end_s": [r["end"] - t0 for r in attempts],
-            "end_s": [r["end"] - t0 for r in attempts],
-            "replication": 0,
-            "generation": [r.get("generation", 0) for r in attempts],
-            "lost": [id(r) not in kept for r in attempts],
-            "trial": -1,
-            "staleness": [r.get("staleness", 0) for r in attempts],
-            "loss": [r["loss"] for r in attempts],
-        }
-    )
-    return row, frame
 
 
 _BASELINES: dict[str, float] = {}
@@ -492,7 +379,8 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
                 return total
             fatal = struck[-1]
             done = max(
-                (_index(r) + 1 for r in result.records if _counts(r, fatal.watch)), default=0
+                (progress_index(r) + 1 for r in result.records if _counts(r, fatal.watch)),
+                default=0,
             )
             saved = max((r["step"] for r in total.of("checkpoint") if r["worker"] == 0), default=0)
             total.lost_steps += max(0, done - saved)
@@ -501,37 +389,6 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
             generation += 1
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def _free_since(records: list[dict[str, Any]], serving: list[dict[str, Any]]) -> dict[int, float]:
-    """When each asynchronous closure's worker became free for it (by `id` of its record):
-    the end of the worker's previous closure, so that a step is the worker's whole
-    iteration, the coordinator's dispatch included, as the simulator's is; or the closure's
-    own start where nothing came just before it on that worker: its first, the first after
-    a checkpoint's barrier (another `chunk`), after a restart of the job (another
-    `generation`), or after the worker process was started again (a `serving` record of
-    it between the two)."""
-    rejoined = sorted(
-        (r.get("generation", 0), r["index"], r["time"]) for r in serving if r["role"] == "worker"
-    )
-    free: dict[int, float] = {}
-    last: dict[int, dict[str, Any]] = {}
-    for r in sorted(records, key=lambda r: (r.get("generation", 0), r["end"])):
-        before = last.get(r["worker"])
-        free[id(r)] = r["start"]
-        if (
-            before is not None
-            and before.get("generation", 0) == r.get("generation", 0)
-            and before.get("chunk") == r.get("chunk")
-            and before["end"] <= r["start"]
-            and not any(
-                g == r.get("generation", 0) and w == r["worker"] and before["end"] < t < r["start"]
-                for g, w, t in rejoined
-            )
-        ):
-            free[id(r)] = before["end"]
-        last[r["worker"]] = r
-    return free
 
 
 def _counts(record: dict[str, Any], watch: int) -> bool:

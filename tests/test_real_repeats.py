@@ -11,6 +11,7 @@ import pytest
 
 from real import runner
 from real.runner import RealPoint, merge_repeats
+from real.summary import free_since
 from scenarios import loads
 
 SCENARIO = """
@@ -217,8 +218,8 @@ def test_an_async_step_is_the_workers_whole_iteration() -> None:
         {"role": "worker", "index": 1, "time": 5.0, "generation": 0},
         {"role": "ps", "index": 0, "time": 5.5, "generation": 0},  # a server: not a worker
     ]
-    free = runner._free_since(records, serving)
+    free = free_since(records, serving)
     assert [free[id(r)] for r in (first, second, other, after_barrier)] == [1.0, 1.5, 1.2, 2.5]
     assert free[id(rejoined)] == 6.0 and free[id(restarted)] == 9.0
     # without the restart of worker 1 its next closure follows on from its last
-    assert runner._free_since(records, serving[1:])[id(rejoined)] == 1.9
+    assert free_since(records, serving[1:])[id(rejoined)] == 1.9

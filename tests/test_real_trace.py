@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import make_spec
 
-from real.runner import trace_of
+from real.summary import trace_of
 
 
 def test_trace_spans_are_the_measured_phases() -> None:
