@@ -471,7 +471,10 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         f"(chains of {messages.chain})"
     )
     collectives = []
-    for n in sorted({s.workers for s in specs if s.strategy.kind == "allreduce" and s.workers > 1}):
+    counts = {s.workers for s in specs if s.strategy.kind == "allreduce" and s.workers > 1}
+    # the 2-process fit whenever any all-reduce runs on several: it sets what a process
+    # moves sending as it receives (sim/calibration.py, "exchange")
+    for n in sorted(counts | ({2} if counts else set())):
         fit = measure_allreduce(n, device)
         say(_describe(f"all-reduce, {n} processes (algbw; busbw x {2 * (n - 1) / n:.2f})", fit))
         collectives.append(fit)

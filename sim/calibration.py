@@ -12,8 +12,9 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   processes on one host. It replaces `host_link` (every message inside a host); with
   `hosts: 1` the whole job runs on the calibrated machine, as run-real runs it, so it is
   what every message costs (dedicated parameter servers are processes on that machine).
-  Collectives and parameter servers are predicted from it by their algorithms; the
-  profile's `allreduce` fits are never used to predict (they only report the fit).
+  Collectives and parameter servers are predicted from it by their algorithms; of the
+  profile's `allreduce` fits only the 2-process one's bandwidth is used (**exchange**,
+  below), never a fit of the process count being predicted beyond 2, nor a latency.
 - **messages**: a call's latency is mostly the call: one that reads a small tensor from
   the other process costs milliseconds, while each further read the same call waits for
   costs a fraction of that (the chain probe's slope). A collective's ring steps are
@@ -45,12 +46,17 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   Without closures (older profiles, or a cluster of more hosts than the one they were
   measured on) pulls and pushes move the shards' bytes by the transfer fit, and an
   asynchronous closure pays the update call less the bare call after its push.
-- **exchange**: the same two processes moving a tensor each way at once; its per-direction
-  bandwidth B_x against the one-way B says how much of what a process sends and what it
-  receives overlaps: a process's port carries one direction at B and both together at
-  `duplex` x B, duplex = 2 B_x / B within [1, 2] (1: they share B; 2: full duplex). The
-  two-process ring, where each process sends its chunk as it receives the other's, is
-  where this shows.
+- **exchange**: what a process moves sending and receiving at once: a process's port
+  carries one direction at B and both together at `duplex` x B. Where the profile has a
+  2-process all-reduce fit (`allreduce`, workers 2), it is that collective's rate each way,
+  B_ar: each process sends half the tensor as it receives the other half, in each of the
+  ring's two steps, so the fit's bandwidth is the rate each way, and duplex = 2 B_ar / B
+  (at most 2; below 1 where both ways together move less than one way alone, as on a VM
+  measured 2026-11-30: 305 MB/s each way against 679 one way). Otherwise the exchange
+  probe (one call reading a server's variable while writing another of the same size):
+  its per-direction bandwidth B_x, duplex = 2 B_x / B within [1, 2] (1: they share B; 2:
+  full duplex). The two-process ring, where each process sends its chunk as it receives
+  the other's, is where this shows.
 - **cores** (`machine.cpus`): moving a tensor between processes on loopback is CPU work
   at both ends (serialising, copying through the kernel, deserialising). The exchange
   probe runs two transfers at once on two processes, and what they move together is what
@@ -240,7 +246,19 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             f"{spec.cluster.host_link.name} used"
         )
     duplex = 1.0
-    if transfer is not None and profile.exchange is not None:
+    pair = next((fit for fit in profile.allreduce if fit.workers == 2), None)
+    if transfer is not None and pair is not None:
+        # the collective itself: each of 2 processes sends half the tensor as it receives
+        # the other half, twice; its fitted bandwidth is the rate each way
+        duplex = min(2.0, 2 * pair.bandwidth / transfer.bandwidth)
+        used.append(
+            f"exchange: the 2-process all-reduce moved {pair.bandwidth / 1e6:.4g} MB/s each "
+            f"way, each process sending as it receives: a process sends and receives together "
+            f"{duplex:.3g} x {transfer.bandwidth / 1e6:.4g} MB/s (one way at most "
+            f"{transfer.bandwidth / 1e6:.4g}; its latency and the fits of more processes are "
+            "not used)"
+        )
+    elif transfer is not None and profile.exchange is not None:
         duplex = min(2.0, max(1.0, 2 * profile.exchange.bandwidth / transfer.bandwidth))
         used.append(
             f"exchange: {profile.exchange.bandwidth / 1e6:.4g} MB/s each way at once: a "

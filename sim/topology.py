@@ -16,8 +16,9 @@ Links (each one direction of a full-duplex port; capacity in bytes/s):
     on it too, through a link of one core of its own (`compute_route`); and
     each port is then a process, which moves what it sends and what it receives with its
     own CPU: one direction at most the calibrated bandwidth, both together `duplex` times
-    it (a link shared by both directions; `duplex` 1: one link for both, as measured by
-    the profile's exchange probe, 2: full duplex).
+    it (a link shared by both directions; `duplex` 1: one link for both, 2: full duplex,
+    below 1: both together less than one way alone; from the profile's 2-process
+    all-reduce, or its exchange probe).
 Inside a host a message crosses the sender's out-port and the receiver's in-port (and the
 host's loopback, when calibrated); between hosts it crosses the sender host's NIC out, the
 core (if any) and the receiver host's NIC in. The PCIe hop from a device to its NIC is not
@@ -37,8 +38,8 @@ import numpy as np
 from scenarios.spec import ClusterSpec
 
 #: paths have at most this many links (NIC out, core, NIC in); with ports that carry
-#: both ways apart (calibrated, duplex > 1) one more each: the two ports one way, the two
-#: ports both ways, the loopback (`Topology.max_path`)
+#: both ways apart (calibrated, duplex other than 1) one more each: the two ports one way,
+#: the two ports both ways, the loopback (`Topology.max_path`)
 MAX_PATH = 3
 MAX_PATH_DUPLEX = 5
 
@@ -88,13 +89,13 @@ class Topology:
         ports = n + h + (dedicated_servers if one_machine else 0)
         # calibrated (loopback given): a port is a process, which moves its tensors in and
         # out with its own CPU (serialising, copying, deserialising): one link for both
-        # directions at the calibrated one-way bandwidth, or (duplex > 1) one each way at
-        # that bandwidth and one both ways at duplex x it. Otherwise full duplex.
+        # directions at the calibrated one-way bandwidth, or (duplex other than 1) one each
+        # way at that bandwidth and one both ways at duplex x it. Otherwise full duplex.
         self._port_both: int | None = None
         if loopback is None:
             directions = 2
             capacity = [fabric] * (2 * ports)
-        elif duplex > 1.0:
+        elif duplex != 1.0:
             directions = 3
             self._port_both = 2 * ports
             capacity = [fabric] * (2 * ports) + [duplex * fabric] * ports

@@ -89,8 +89,9 @@ def network_model(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-# Measured on a made-up 2-core box. The allreduce fit is absurd on purpose: the simulator
-# must predict collectives from `transfer`, never from it.
+# Measured on a made-up 2-core box. The 4-process all-reduce fit is absurd on purpose: the
+# simulator must predict collectives from `transfer` (and a 2-process fit's rate, where
+# there is one: tests/test_profile.py), never from a fit of more processes.
 PROFILE = """
 version: 1
 kind: trainscale-profile
@@ -103,7 +104,7 @@ transfer: {latency: 1.9 ms, bandwidth: 160 MB/s, r2: 0.998, max_rel_residual: 0.
 exchange: {latency: 3 ms, bandwidth: 120 MB/s, r2: 0.99, max_rel_residual: 0.2}
 messages: {first: 2.2 ms, chained: 0.5 ms, chain: 8}
 allreduce:
-  - {workers: 2, latency: 1 s, bandwidth: 1 kB/s, r2: 0.5, max_rel_residual: 3.0}
+  - {workers: 4, latency: 1 s, bandwidth: 1 kB/s, r2: 0.5, max_rel_residual: 3.0}
 """
 
 STEP_1 = 6.4e-3  # s, one process

@@ -273,6 +273,35 @@ def test_how_much_sending_and_receiving_overlap(tmp_path: Path) -> None:
     assert row["step_time_mean_s"] == pytest.approx(step_3 + ring(3, shared), rel=1e-9)
 
 
+def test_the_two_process_all_reduce_sets_what_a_port_carries_both_ways(
+    tmp_path: Path,
+) -> None:
+    """Where the profile has a 2-process all-reduce fit, its bandwidth is the rate each
+    way of a process sending as it receives, in place of the exchange probe's: 70 MB/s
+    each way, both together 140 MB/s, less than the one-way 160 (duplex 0.875). Its
+    latency is not used (chained messages are), nor fits of more processes."""
+    fit = "  - {workers: 2, latency: 40 ms, bandwidth: 70 MB/s, r2: 0.99, max_rel_residual: 0.1}\n"
+    path = write(tmp_path, profile=PROFILE + fit)
+    for network in ("flow", "analytical"):
+        row = simulate(path, "cluster.devices_per_host=2", f"sim.network_model={network}")
+        # flow: the ring's two flows on each port, 140 MB/s both ways: 70 each; analytical:
+        # every message at the route's narrowest link, the port both ways
+        rate = 70e6 if network == "flow" else 140e6
+        assert row["step_time_mean_s"] == pytest.approx(STEP_2 + ring(2, rate), rel=1e-9)
+    # three processes on two cores: the ports (70 each way) bind before the cores
+    # (2 x 120 / 3 = 80 MB/s each)
+    row = simulate(path, "cluster.devices_per_host=3", "sim.network_model=flow")
+    rate = min(140e6 / 2, CPUS * BETA_X / 3)
+    assert rate == 70e6
+    assert row["step_time_mean_s"] == pytest.approx(STEP_2 * 3 / 2 + ring(3, rate), rel=1e-9)
+    point = load(path, ["cluster.devices_per_host=2"]).points[0]
+    calibration = Simulation(point.spec, profile=point.profile).calibration
+    assert calibration is not None and calibration.duplex == pytest.approx(0.875)
+    assert any(
+        line.startswith("exchange: the 2-process all-reduce moved 70") for line in calibration.used
+    )
+
+
 def test_without_the_chain_probe_every_message_pays_the_fit_latency(
     tmp_path: Path, capsys: Any
 ) -> None:

@@ -223,3 +223,40 @@ def test_an_async_step_is_the_workers_whole_iteration() -> None:
     assert free[id(rejoined)] == 6.0 and free[id(restarted)] == 9.0
     # without the restart of worker 1 its next closure follows on from its last
     assert free_since(records, serving[1:])[id(rejoined)] == 1.9
+
+
+def test_calibrate_measures_the_two_process_all_reduce_wherever_one_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a sweep of 3 and 4 processes only: the 2-process fit is measured too (it sets what
+    # a process moves sending as it receives), beside one per count of the sweep
+    from real import calibrate
+    from scenarios.profile import CollectiveFit, Fit, Messages
+
+    fit = {"latency": "1 ms", "bandwidth": "100 MB/s", "r2": 1.0, "max_rel_residual": 0.0}
+    counts: list[int] = []
+
+    def allreduce(workers: int, device: str = "cpu") -> Any:
+        counts.append(workers)
+        return CollectiveFit.model_validate({"workers": workers, **fit})
+
+    monkeypatch.setattr(calibrate, "check_supported", lambda spec: None)
+    monkeypatch.setattr(calibrate, "measure_compute", lambda spec, p, s=0: entry(p, 10.0))
+    monkeypatch.setattr(
+        calibrate,
+        "measure_transfer",
+        lambda device="cpu": (
+            Fit.model_validate(fit),
+            Fit.model_validate(fit),
+            Messages.model_validate({"first": "2 ms", "chained": "0.5 ms", "chain": 8}),
+        ),
+    )
+    monkeypatch.setattr(calibrate, "measure_allreduce", allreduce)
+    scenario = loads(SCENARIO.replace("[1, 2]", "[3, 4]"))
+    profile = calibrate.calibrate(scenario, say=lambda line: None)
+    assert counts == [2, 3, 4]
+    assert [f.workers for f in profile.allreduce] == [2, 3, 4]
+    # one process only: nothing to all-reduce, no fit
+    counts.clear()
+    calibrate.calibrate(loads(SCENARIO.replace("[1, 2]", "[1]")), say=lambda line: None)
+    assert counts == []
