@@ -14,7 +14,7 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   what every message costs (dedicated parameter servers are processes on that machine).
   Collectives and parameter servers are predicted from it by their algorithms; of the
   profile's `allreduce` fits only the 2-process one's bandwidth is used (**exchange**,
-  below), never a fit of the process count being predicted beyond 2, nor a latency.
+  below); fits of more processes, and every fit's latency, are never used.
 - **messages**: a call's latency is mostly the call: one that reads a small tensor from
   the other process costs milliseconds, while each further read the same call waits for
   costs a fraction of that (the chain probe's slope). A collective's ring steps are
