@@ -139,9 +139,9 @@ def free_since(records: list[dict[str, Any]], serving: list[dict[str, Any]]) -> 
     a checkpoint's barrier (another `chunk`), after a restart of the job (another
     `generation`), or after the worker process was started again (a `serving` record of
     it between the two)."""
-    rejoined = sorted(
+    rejoined = [
         (r.get("generation", 0), r["index"], r["time"]) for r in serving if r["role"] == "worker"
-    )
+    ]
     free: dict[int, float] = {}
     last: dict[int, dict[str, Any]] = {}
     for r in sorted(records, key=lambda r: (r.get("generation", 0), r["end"])):

@@ -150,7 +150,7 @@ class Calibration:
         each). None where compute does not share the cores with transfers (`shared_cores`)."""
         if not self.shared_cores:
             return None
-        return min(1.0, self.cpus / self.processes)
+        return _core_share(self.cpus, self.processes)
 
     @property
     def loopback_capacity(self) -> float | None:
@@ -276,7 +276,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         cpus = profile.machine.cpus
         shares = (
             f"; each worker's compute is CPU work on them, at most one core: "
-            f"{min(1.0, cpus / processes):.3g} of a core with P={processes} computing at once"
+            f"{_core_share(cpus, processes):.3g} of a core with P={processes} computing at once"
             if shared_cores
             else ""
         )
@@ -418,6 +418,11 @@ def _message_latency(profile: Profile, transfer: Fit) -> float:
     if profile.messages is None:
         return transfer.latency
     return min(profile.messages.chained, transfer.latency)
+
+
+def _core_share(cpus: int, processes: int) -> float:
+    """Cores each of `processes` computing at once holds on `cpus` cores: one at most."""
+    return min(1.0, cpus / processes)
 
 
 def _per_core(profile: Profile, transfer: Fit) -> float:

@@ -158,9 +158,7 @@ class Topology:
             links.append(self._port_both + node)
         if self._loopback is not None:
             links.append(self._loopback + int(self.host_of[node]))
-        padded = np.full(self.max_path, -1, dtype=np.int64)
-        padded[: len(links)] = links
-        return Route(tuple(links), 0.0, False, padded)
+        return self._padded(links, 0.0, False)
 
     def compute_route(self, worker: int) -> Route | None:
         """What a worker's compute crosses where it shares its host's cores with the
@@ -169,9 +167,7 @@ class Topology:
         if self._core is None or self._loopback is None:
             return None
         links = [self._core + worker, self._loopback + int(self.host_of[worker])]
-        padded = np.full(self.max_path, -1, dtype=np.int64)
-        padded[: len(links)] = links
-        return Route(tuple(links), 0.0, False, padded)
+        return self._padded(links, 0.0, False)
 
     def _route(self, src: int, dst: int) -> Route:
         hs, hd = int(self.host_of[src]), int(self.host_of[dst])
@@ -188,6 +184,10 @@ class Topology:
                 links.append(self.core)
             links.append(self._nic_in + hd)
             latency, inter_host = self.network_latency, True
+        return self._padded(links, latency, inter_host)
+
+    def _padded(self, links: list[int], latency: float, inter_host: bool) -> Route:
+        """A route over `links`, padded with -1 to `max_path` for the flow model."""
         padded = np.full(self.max_path, -1, dtype=np.int64)
         padded[: len(links)] = links
         return Route(tuple(links), latency, inter_host, padded)
