@@ -54,6 +54,7 @@ from scenarios.profile import (
 from scenarios.spec import ScenarioSpec, ScheduledFailure, StragglerSpec, StrategySpec
 
 from .launcher import Launcher
+from .pool import Measured
 from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, require_gpu
 
 #: message sizes probed (bytes): 1 KiB to 32 MiB, roughly x8 apart
@@ -123,40 +124,6 @@ def compute_key(spec: ScenarioSpec) -> tuple[str, int, str, int, int]:
         spec.cluster.devices_per_host,
         server_processes(spec),
     )
-
-
-def fold_compute(profile: Profile, entries: Iterable[ComputeEntry]) -> Profile:
-    """The profile with later measurements of its compute entries pooled in (run-real
-    --recalibrate): per key, the step time is the mean over every step measured (each
-    measurement weighted by its steps), p10, p90 and start-up the mean of the
-    measurements'; a key the profile lacks is added."""
-    groups: dict[tuple[str, int, str, int, int], list[ComputeEntry]] = {}
-    for e in [*profile.compute, *entries]:
-        key = (e.model, e.batch_per_worker, e.dtype, e.processes, e.servers)
-        groups.setdefault(key, []).append(e)
-
-    def mean(values: list[float | None]) -> float | None:
-        present = [v for v in values if v is not None]
-        return float(np.mean(present)) if present else None
-
-    pooled = []
-    for group in groups.values():
-        steps = sum(e.steps for e in group)
-        weights = [e.steps for e in group] if steps else [1] * len(group)
-        step_time = float(np.average([e.step_time for e in group], weights=weights))
-        # SI floats already: copy rather than validate (validation wants unit strings)
-        pooled.append(
-            group[0].model_copy(
-                update={
-                    "step_time": step_time,
-                    "p10": mean([e.p10 for e in group]),
-                    "p90": mean([e.p90 for e in group]),
-                    "steps": steps,
-                    "startup": mean([e.startup for e in group]),
-                }
-            )
-        )
-    return profile.model_copy(update={"compute": pooled})
 
 
 def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> ComputeEntry:
@@ -443,6 +410,71 @@ def _machine(device: str) -> Machine:
     )
 
 
+#: one probe of the machine besides compute: ("transfer",), ("allreduce", processes),
+#: ("coordinator",) or ("update", model, dtype, servers)
+Probe = tuple[Any, ...]
+
+
+def probes_of(spec: ScenarioSpec) -> list[Probe]:
+    """The probes a point's simulation takes numbers from, besides its compute: the
+    transfer (with the exchange and small messages) always; under all-reduce on several
+    processes, the collective on as many and on 2 (the 2-process fit sets what a process
+    moves sending as it receives: sim/calibration.py, "exchange"); under parameter servers,
+    the coordinator and the model's update and closures on the point's servers."""
+    probes: list[Probe] = [("transfer",)]
+    if spec.strategy.kind == "allreduce" and spec.workers > 1:
+        probes += [("allreduce", n) for n in sorted({2, spec.workers})]
+    if spec.strategy.kind == "parameter_server":
+        probes += [
+            ("coordinator",),
+            ("update", spec.model.name, spec.model.dtype, spec.strategy.servers),
+        ]
+    return probes
+
+
+def measure_probe(probe: Probe, spec: ScenarioSpec, into: Measured) -> str:
+    """Run one probe for `spec`'s point, add what it measured to `into`, and say what."""
+    device = spec.real.device
+    if probe[0] == "transfer":
+        transfer, exchange, messages = measure_transfer(device)
+        into.transfer.append(transfer)
+        into.exchange.append(exchange)
+        into.messages.append(messages)
+        return "\n".join(
+            (
+                _describe("transfer (one tensor between two processes)", transfer),
+                _describe(
+                    "exchange (a tensor each way at once; bandwidth per direction)", exchange
+                ),
+                f"messages: a call reading one small tensor {messages.first * 1e3:.3g} ms; "
+                f"each further read the call waits for {messages.chained * 1e3:.3g} ms "
+                f"(chains of {messages.chain})",
+            )
+        )
+    if probe[0] == "allreduce":
+        n = probe[1]
+        fit = measure_allreduce(n, device)
+        into.allreduce.append(fit)
+        return _describe(f"all-reduce, {n} processes (algbw; busbw x {2 * (n - 1) / n:.2f})", fit)
+    if probe[0] == "coordinator":
+        c = measure_coordinator(device)
+        into.coordinator.append(c)
+        return (
+            f"coordinator (ClusterCoordinator round trips): dispatch a closure "
+            f"{c.dispatch * 1e3:.3g} ms, queued closures {(c.queued or 0) * 1e3:.3g} ms "
+            f"each, call on a server {c.call * 1e3:.3g} ms"
+        )
+    u = measure_update(spec)
+    into.updates.append(u)
+    return (
+        f"update: {u.model} on {u.servers} server(s), one coordinator call: "
+        f"{u.time * 1e3:.3g} ms (p10 {(u.p10 or 0) * 1e3:.3g}, p90 {(u.p90 or 0) * 1e3:.3g}); "
+        f"closures that read the model {(u.closure_read or 0) * 1e3:.3g} ms, and push to "
+        f"accumulators {(u.closure_accumulate or 0) * 1e3:.3g} ms, or apply "
+        f"{(u.closure_apply or 0) * 1e3:.3g} ms"
+    )
+
+
 def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> Profile:
     """Measure what the scenario's points need on this machine; return the profile."""
     say = say or (lambda line: print(line, file=sys.stderr))
@@ -462,49 +494,13 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         entry = measure_compute(spec, key[3], key[4])
         say(describe_compute(entry))
         compute.append(entry)
-    transfer, exchange, messages = measure_transfer(device)
-    say(_describe("transfer (one tensor between two processes)", transfer))
-    say(_describe("exchange (a tensor each way at once; bandwidth per direction)", exchange))
-    say(
-        f"messages: a call reading one small tensor {messages.first * 1e3:.3g} ms; each "
-        f"further read the call waits for {messages.chained * 1e3:.3g} ms "
-        f"(chains of {messages.chain})"
-    )
-    collectives = []
-    counts = {s.workers for s in specs if s.strategy.kind == "allreduce" and s.workers > 1}
-    # the 2-process fit whenever any all-reduce runs on several: it sets what a process
-    # moves sending as it receives (sim/calibration.py, "exchange")
-    for n in sorted(counts | ({2} if counts else set())):
-        fit = measure_allreduce(n, device)
-        say(_describe(f"all-reduce, {n} processes (algbw; busbw x {2 * (n - 1) / n:.2f})", fit))
-        collectives.append(fit)
-    coordinator = None
-    if any(s.strategy.kind == "parameter_server" for s in specs):
-        coordinator = measure_coordinator(device)
-        say(
-            f"coordinator (ClusterCoordinator round trips): dispatch a closure "
-            f"{coordinator.dispatch * 1e3:.3g} ms, queued closures "
-            f"{(coordinator.queued or 0) * 1e3:.3g} ms each, call on a server "
-            f"{coordinator.call * 1e3:.3g} ms"
-        )
-    updates: list[UpdateEntry] = []
+    measured = Measured()
+    seen_probes: set[Probe] = set()
     for spec in specs:
-        if spec.strategy.kind != "parameter_server" or any(
-            (u.model, u.dtype, u.servers)
-            == (spec.model.name, spec.model.dtype, spec.strategy.servers)
-            for u in updates
-        ):
-            continue
-        measured = measure_update(spec)
-        say(
-            f"update: {measured.model} on {measured.servers} server(s), one coordinator call: "
-            f"{measured.time * 1e3:.3g} ms (p10 {(measured.p10 or 0) * 1e3:.3g}, "
-            f"p90 {(measured.p90 or 0) * 1e3:.3g}); closures that read the model "
-            f"{(measured.closure_read or 0) * 1e3:.3g} ms, and push to accumulators "
-            f"{(measured.closure_accumulate or 0) * 1e3:.3g} ms, or apply "
-            f"{(measured.closure_apply or 0) * 1e3:.3g} ms"
-        )
-        updates.append(measured)
+        for probe in probes_of(spec):
+            if probe not in seen_probes:
+                seen_probes.add(probe)
+                say(measure_probe(probe, spec, measured))
     restarts: list[RestartEntry] = []
     timed: set[tuple[Any, ...]] = set()
     for spec in specs:
@@ -523,15 +519,15 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         restarts.append(restart)
     return Profile(
         restarts=restarts,
-        updates=updates,
-        coordinator=coordinator,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         machine=_machine(device),
         compute=compute,
-        transfer=transfer,
-        exchange=exchange,
-        messages=messages,
-        allreduce=collectives,
+        transfer=measured.transfer[0],
+        exchange=measured.exchange[0],
+        messages=measured.messages[0],
+        allreduce=measured.allreduce,
+        coordinator=measured.coordinator[0] if measured.coordinator else None,
+        updates=measured.updates,
     )
 
 

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -29,7 +29,6 @@ from .launcher import RunError
 
 if TYPE_CHECKING:
     from scenarios.loader import Point
-    from scenarios.profile import ComputeEntry
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,9 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--recalibrate",
         metavar="PROFILE",
-        help="before each run of a point, measure its single-worker compute again, as "
-        "--calibrate does, and when every run is done pool these measurements into "
-        "PROFILE's compute entries (the calibration then sees the machine as the runs did)",
+        help="before each run of a point, measure again, as --calibrate does, its "
+        "single-worker compute and the probes its simulation uses (transfer, all-reduce, "
+        "coordinator, update), once per round of repeats, and when every run is done pool "
+        "these measurements into PROFILE (the calibration then sees the machine as the "
+        "runs did)",
     )
     return parser
 
@@ -124,40 +125,57 @@ def _main(args: argparse.Namespace) -> int:
 
 
 class _Recalibration:
-    """run-real --recalibrate: each point's compute measured again before each of its runs
-    (once per compute entry and round of repeats), pooled into the profile at the end."""
+    """run-real --recalibrate: before each run of a point, its compute and every probe its
+    simulation takes numbers from (`calibrate.probes_of`) are measured again, each once
+    per round of repeats; when every run is done they are pooled into the profile
+    (`real/pool.py`)."""
 
     def __init__(self, args: argparse.Namespace):
         from scenarios.profile import load_profile
 
+        from .pool import Measured
+
         self.path = Path(args.recalibrate)
         self.profile = load_profile(self.path, "--recalibrate")  # bad: one line, exit 2
         self.quiet = args.quiet
-        self.done: set[tuple[tuple[str, int, str, int, int], int]] = set()
-        self.entries: list[ComputeEntry] = []
+        self.done: set[tuple[tuple[Any, ...], int]] = set()
+        self.measured = Measured()
 
     def __call__(self, point: Point, repetition: int) -> None:
-        from .calibrate import compute_key, describe_compute, measure_compute
+        from .calibrate import (
+            compute_key,
+            describe_compute,
+            measure_compute,
+            measure_probe,
+            probes_of,
+        )
 
         key = compute_key(point.spec)
-        if (key, repetition) in self.done:
-            return
-        self.done.add((key, repetition))
-        entry = measure_compute(point.spec, key[3], key[4])
-        self.entries.append(entry)
+        if (key, repetition) not in self.done:
+            self.done.add((key, repetition))
+            entry = measure_compute(point.spec, key[3], key[4])
+            self.measured.compute.append(entry)
+            self._say(describe_compute(entry))
+        for probe in probes_of(point.spec):
+            if (probe, repetition) not in self.done:
+                self.done.add((probe, repetition))
+                self._say(measure_probe(probe, point.spec, self.measured))
+
+    def _say(self, lines: str) -> None:
         if not self.quiet:
-            print(f"recalibrate: {describe_compute(entry)}", file=sys.stderr)
+            for line in lines.splitlines():
+                print(f"recalibrate: {line}", file=sys.stderr)
 
     def write(self) -> None:
         from scenarios.profile import dump_profile
 
-        from .calibrate import fold_compute
+        from .pool import fold
 
-        folded = fold_compute(self.profile, self.entries)
+        folded = fold(self.profile, self.measured)
         write_atomic(self.path, dump_profile(folded))
         if not self.quiet:
             print(
-                f"wrote {self.path} ({len(self.entries)} compute measurements pooled in)",
+                f"wrote {self.path} ({len(self.measured)} measurements pooled in)",
                 file=sys.stderr,
             )
 

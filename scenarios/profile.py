@@ -19,7 +19,11 @@ machine at hand, never of the multi-worker runs a simulation is about to predict
   which every parameter-server update pays on top of moving its tensors;
 - `allreduce`: TensorFlow's ring all-reduce (MultiWorkerMirroredStrategy) between N
   processes at a range of sizes, fitted the same way: algbw and busbw as nccl-tests reports
-  them. Reported for the fit's sake; the simulator predicts collectives from `transfer`.
+  them. The simulator predicts collectives from `transfer`; of these fits it takes only
+  the 2-process one's bandwidth, as what a process moves sending as it receives.
+
+`run-real --recalibrate` measures these again beside the runs and pools the measurements
+(`real/pool.py`): a pooled fit says how many calibrations it pools (`measurements`).
 
 Both back ends and `reports` read this module; the writer is `real/calibrate.py`.
 
@@ -92,6 +96,9 @@ class Fit(_Strict):
     r2: float
     max_rel_residual: float = Field(ge=0)
     points: list[Sample] = []
+    # calibrations pooled into it (run-real --recalibrate): each point is the mean of
+    # their medians at its size, and the fit is over those means
+    measurements: int = Field(default=1, ge=1)
 
 
 class CollectiveFit(Fit):
@@ -305,6 +312,7 @@ def dump_profile(profile: Profile) -> str:
             "r2": round(f.r2, 6),
             "max_rel_residual": round(f.max_rel_residual, 6),
             "points": [{"bytes": f"{p.bytes:.0f} B", "time": seconds(p.time)} for p in f.points],
+            **({"measurements": f.measurements} if f.measurements > 1 else {}),
         }
 
     document: dict[str, Any] = {

@@ -118,7 +118,7 @@ def entry(processes: int, ms: float, steps: int = 100) -> Any:
 
 
 def test_fold_pools_every_measurement_of_an_entry(tmp_path: Any) -> None:
-    from real.calibrate import fold_compute
+    from real.pool import fold_compute
     from scenarios.profile import load_profile
 
     (tmp_path / "p.yaml").write_text(PROFILE)
@@ -135,47 +135,107 @@ def test_fold_pools_every_measurement_of_an_entry(tmp_path: Any) -> None:
     assert folded.transfer == profile.transfer  # only compute is touched
 
 
+def exact_fit(bandwidth_mb_s: float, latency_ms: float = 2.0, workers: int = 0) -> Any:
+    """A fit whose points lie on time = latency + bytes / bandwidth at 1 and 2 MB."""
+    from scenarios.profile import CollectiveFit, Fit
+
+    points = [
+        {"bytes": f"{b} B", "time": f"{latency_ms * 1e-3 + b / (bandwidth_mb_s * 1e6)} s"}
+        for b in (1e6, 2e6)
+    ]
+    fit = {
+        "latency": f"{latency_ms} ms",
+        "bandwidth": f"{bandwidth_mb_s} MB/s",
+        "r2": 1.0,
+        "max_rel_residual": 0.0,
+        "points": points,
+    }
+    if workers:
+        return CollectiveFit.model_validate({"workers": workers, **fit})
+    return Fit.model_validate(fit)
+
+
 def test_recalibrate_measures_before_each_run_and_pools(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     from real import calibrate, cli
-    from scenarios.profile import load_profile
+    from scenarios.profile import Messages, dump_profile, load_profile
 
     scenario = tmp_path / "s.yaml"
     scenario.write_text(SCENARIO.replace("repeats: 3", "repeats: 2"))
     profile = tmp_path / "p.yaml"
-    profile.write_text(PROFILE)
+    calibrated = load_profile_text(tmp_path, PROFILE).model_copy(
+        update={"transfer": exact_fit(300.0), "allreduce": [exact_fit(300.0, workers=2)]}
+    )
+    profile.write_text(dump_profile(calibrated))
     events: list[str] = []
     speeds = iter([22.0, 30.0, 18.0, 34.0])  # P=1, P=2, P=1, P=2 in the order measured
+    transfers = iter([200.0, 100.0])  # MB/s, in the order measured
+    collectives = iter([150.0, 100.0])
 
     def measure(spec: Any, processes: int, servers: int = 0) -> Any:
         events.append(f"measure P={processes}")
         return entry(processes, next(speeds))
+
+    def transfer(device: str = "cpu") -> Any:
+        events.append("transfer")
+        bandwidth = next(transfers)
+        chain = Messages.model_validate({"first": "2 ms", "chained": "0.5 ms", "chain": 8})
+        return exact_fit(bandwidth), exact_fit(bandwidth), chain
+
+    def allreduce(workers: int, device: str = "cpu") -> Any:
+        events.append(f"all-reduce {workers}")
+        return exact_fit(next(collectives), workers=workers)
 
     def run_point(point: Any) -> RealPoint:
         events.append(f"run {point.id}")
         return fake(point.id, 100.0, 0.08)
 
     monkeypatch.setattr(calibrate, "measure_compute", measure)
+    monkeypatch.setattr(calibrate, "measure_transfer", transfer)
+    monkeypatch.setattr(calibrate, "measure_allreduce", allreduce)
     monkeypatch.setattr(runner, "run_point", run_point)
     monkeypatch.setattr(runner, "check_supported", lambda spec: None)
     out = tmp_path / "out"
     argv = [str(scenario), "--out", str(out), "--quiet", "--recalibrate", str(profile)]
     assert cli.main(argv) == 0
     first, second = "devices_per_host=1", "devices_per_host=2"
+    # each round of repeats: the transfer once, the 2-process all-reduce before the point
+    # that runs one, each just before the run it is for
     assert (
         events
         == [
             "measure P=1",
+            "transfer",
             f"run {first}",
             "measure P=2",
+            "all-reduce 2",
             f"run {second}",
         ]
         * 2
     )
-    one, two = load_profile(profile).compute
+    pooled = load_profile(profile)
+    one, two = pooled.compute
     assert one.step_time == pytest.approx((20 + 22 + 18) / 3 * 1e-3, rel=1e-9)
     assert two.step_time == pytest.approx((30 + 34) / 2 * 1e-3, rel=1e-9)
+    # at each size the mean time of three measurements, fitted again: the seconds per byte
+    # average, so the bandwidth is their harmonic mean; the latency they share stays
+    assert pooled.transfer is not None and pooled.transfer.measurements == 3
+    # (the profile file keeps 6 significant digits)
+    harmonic = 3 / (1 / 300 + 1 / 200 + 1 / 100) * 1e6
+    assert pooled.transfer.bandwidth == pytest.approx(harmonic, rel=1e-5)
+    assert pooled.transfer.latency == pytest.approx(2e-3, rel=1e-5)
+    (pair,) = pooled.allreduce
+    assert pair.bandwidth == pytest.approx(3 / (1 / 300 + 1 / 150 + 1 / 100) * 1e6, rel=1e-5)
+    assert pooled.restarts == calibrated.restarts  # not measured again: as it was
+
+
+def load_profile_text(tmp_path: Any, text: str) -> Any:
+    from scenarios.profile import load_profile
+
+    path = tmp_path / "text.yaml"
+    path.write_text(text)
+    return load_profile(path)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,201 @@
+"""Pooling later measurements into a profile (`run-real --recalibrate`).
+
+A VM's speed drifts over minutes, and the probes a calibration runs once (the transfer,
+the all-reduce, the coordinator, a model's update and closures) swing 20-25% from one
+calibration to the next while the runs they predict do not (docs/validation.md). Measured
+again beside the runs, in every round of `real.repeats`, and pooled with the calibration's
+own measurement, each number is a mean over the same minutes as the runs' means.
+
+How each kind pools, the calibration's own measurement counting as one of them:
+
+- compute entries: the step time is the mean over every step measured (each measurement
+  weighted by its steps); p10, p90 and start-up the mean of the measurements';
+- fits (transfer, exchange, each all-reduce process count): at each message size, the mean
+  of the measurements' medians, fitted again (`measurements` counts them);
+- messages and coordinator: the mean of each median, samples summed;
+- updates and closures: per model, dtype and servers, the mean of each figure, weighted by
+  the calls timed.
+
+A key the profile lacks is added; what was not measured again stays as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from scenarios.profile import (
+    CLOSURES,
+    CollectiveFit,
+    ComputeEntry,
+    Coordinator,
+    Fit,
+    Messages,
+    Profile,
+    UpdateEntry,
+)
+
+T = TypeVar("T")
+
+
+@dataclass
+class Measured:
+    """What was measured again, in the order measured."""
+
+    compute: list[ComputeEntry] = field(default_factory=list)
+    transfer: list[Fit] = field(default_factory=list)
+    exchange: list[Fit] = field(default_factory=list)
+    messages: list[Messages] = field(default_factory=list)
+    allreduce: list[CollectiveFit] = field(default_factory=list)
+    coordinator: list[Coordinator] = field(default_factory=list)
+    updates: list[UpdateEntry] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return sum(len(getattr(self, name)) for name in self.__dataclass_fields__)
+
+
+def fold(profile: Profile, later: Measured) -> Profile:
+    """The profile with `later` pooled in (module docstring)."""
+    transfer = pool_fits(_with(profile.transfer, later.transfer))
+    exchange = pool_fits(_with(profile.exchange, later.exchange))
+    messages = _pool_messages(_with(profile.messages, later.messages))
+    coordinator = _pool_coordinator(_with(profile.coordinator, later.coordinator))
+    # SI floats already: copy rather than validate (validation wants unit strings)
+    return fold_compute(profile, later.compute).model_copy(
+        update={
+            "transfer": transfer,
+            "exchange": exchange,
+            "messages": messages,
+            "coordinator": coordinator,
+            "allreduce": _by_key(
+                [*profile.allreduce, *later.allreduce], lambda f: f.workers, _pool_collective
+            ),
+            "updates": _by_key(
+                [*profile.updates, *later.updates],
+                lambda u: (u.model, u.dtype, u.servers),
+                _pool_updates,
+            ),
+        }
+    )
+
+
+def fold_compute(profile: Profile, entries: Iterable[ComputeEntry]) -> Profile:
+    """The profile with later measurements of its compute entries pooled in: per key, the
+    step time is the mean over every step measured (each measurement weighted by its
+    steps), p10, p90 and start-up the mean of the measurements'; a key the profile lacks
+    is added."""
+
+    def pooled(group: list[ComputeEntry]) -> ComputeEntry:
+        steps = sum(e.steps for e in group)
+        weights = [e.steps for e in group] if steps else [1] * len(group)
+        return group[0].model_copy(
+            update={
+                "step_time": float(np.average([e.step_time for e in group], weights=weights)),
+                "p10": _mean([e.p10 for e in group]),
+                "p90": _mean([e.p90 for e in group]),
+                "steps": steps,
+                "startup": _mean([e.startup for e in group]),
+            }
+        )
+
+    compute = _by_key(
+        [*profile.compute, *entries],
+        lambda e: (e.model, e.batch_per_worker, e.dtype, e.processes, e.servers),
+        pooled,
+    )
+    return profile.model_copy(update={"compute": compute})
+
+
+def pool_fits(fits: Sequence[Fit]) -> Fit | None:
+    """Several measurements of one fit as one: at each size, the mean of their medians,
+    fitted again. Fits stored without their points (older profiles) cannot be pooled:
+    with any such, the first is kept as it was."""
+    if not fits:
+        return None
+    if len(fits) == 1 or any(not f.points for f in fits):
+        return fits[0]
+    from .calibrate import fit_alpha_beta
+
+    sizes: dict[float, list[float]] = {}
+    for f in fits:
+        for p in f.points:
+            sizes.setdefault(p.bytes, []).append(p.time)
+    means = sorted((b, float(np.mean(t))) for b, t in sizes.items())
+    alpha, beta, r2, worst = fit_alpha_beta(means)
+    points = [fits[0].points[0].model_copy(update={"bytes": b, "time": t}) for b, t in means]
+    return fits[0].model_copy(
+        update={
+            "latency": alpha,
+            "bandwidth": beta,
+            "r2": r2,
+            "max_rel_residual": worst,
+            "points": points,
+            "measurements": sum(f.measurements for f in fits),
+        }
+    )
+
+
+def _pool_collective(fits: list[CollectiveFit]) -> CollectiveFit:
+    pooled = pool_fits(fits)
+    assert isinstance(pooled, CollectiveFit)
+    return pooled
+
+
+def _pool_messages(group: list[Messages]) -> Messages | None:
+    if not group:
+        return None
+    return group[0].model_copy(
+        update={
+            "first": float(np.mean([m.first for m in group])),
+            "chained": float(np.mean([m.chained for m in group])),
+            "samples": sum(m.samples for m in group),
+        }
+    )
+
+
+def _pool_coordinator(group: list[Coordinator]) -> Coordinator | None:
+    if not group:
+        return None
+    return group[0].model_copy(
+        update={
+            "dispatch": float(np.mean([c.dispatch for c in group])),
+            "call": float(np.mean([c.call for c in group])),
+            "queued": _mean([c.queued for c in group]),
+            "samples": sum(c.samples for c in group),
+        }
+    )
+
+
+def _pool_updates(group: list[UpdateEntry]) -> UpdateEntry:
+    weights = [u.samples for u in group] if all(u.samples for u in group) else [1] * len(group)
+
+    def mean(values: list[float | None]) -> float | None:
+        present = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None]
+        if not present:
+            return None
+        return float(np.average([v for v, _ in present], weights=[w for _, w in present]))
+
+    figures = ("time", "p10", "p90", *CLOSURES)
+    update: dict[str, Any] = {name: mean([getattr(u, name) for u in group]) for name in figures}
+    update["samples"] = sum(u.samples for u in group)
+    return group[0].model_copy(update=update)
+
+
+def _with(first: T | None, later: list[T]) -> list[T]:
+    return ([] if first is None else [first]) + later
+
+
+def _by_key(items: list[T], key: Callable[[T], Any], pool: Callable[[list[T]], T]) -> list[T]:
+    """Items grouped by key (first seen first), each group pooled into one."""
+    groups: dict[Any, list[T]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return [pool(group) for group in groups.values()]
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.mean(present)) if present else None

@@ -1,0 +1,127 @@
+"""Pooling measurements taken beside the runs into a profile (`real/pool.py`), and which
+probes a point is measured again for (`calibrate.probes_of`). No TensorFlow needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from real.calibrate import probes_of
+from real.pool import Measured, fold, pool_fits
+from scenarios import loads
+from scenarios.profile import (
+    Coordinator,
+    Fit,
+    Messages,
+    Profile,
+    UpdateEntry,
+    dump_profile,
+    load_profile,
+)
+
+PS = """
+version: 1
+name: ps
+model: mlp
+cluster: {hosts: 1, devices_per_host: 2, device: cpu, host_link: loopback, network: 1GbE}
+training: {batch_per_worker: 8, steps: 3, warmup_steps: 1}
+strategy: {kind: parameter_server, servers: 2, sync: false}
+"""
+
+
+def fit(points: list[tuple[float, float]], **extra: Any) -> Fit:
+    return Fit.model_validate(
+        {
+            "latency": "1 ms",
+            "bandwidth": "100 MB/s",
+            "r2": 1.0,
+            "max_rel_residual": 0.0,
+            "points": [{"bytes": f"{b} B", "time": f"{t} s"} for b, t in points],
+            **extra,
+        }
+    )
+
+
+def update(ms: float, read: float, samples: int) -> UpdateEntry:
+    return UpdateEntry.model_validate(
+        {
+            "model": "mlp",
+            "servers": 1,
+            "time": f"{ms} ms",
+            "samples": samples,
+            "closure_read": f"{read} ms",
+            "closure_accumulate": f"{2 * read} ms",
+            "closure_apply": f"{3 * read} ms",
+        }
+    )
+
+
+def test_fit_pools_the_mean_time_at_each_size_and_fits_again() -> None:
+    # the means lie exactly on 2 ms + bytes / 100 MB/s, though neither measurement does
+    slow = fit([(1e6, 0.013), (3e6, 0.033)], measurements=2)
+    fast = fit([(1e6, 0.011), (3e6, 0.031)])
+    pooled = pool_fits([slow, fast])
+    assert pooled is not None
+    assert pooled.latency == pytest.approx(2e-3)
+    assert pooled.bandwidth == pytest.approx(100e6)
+    assert pooled.r2 == pytest.approx(1.0) and pooled.max_rel_residual == pytest.approx(0, abs=1e-9)
+    assert [(p.bytes, p.time) for p in pooled.points] == [
+        (1e6, pytest.approx(0.012)),
+        (3e6, pytest.approx(0.032)),
+    ]
+    assert pooled.measurements == 3  # the first already pooled two
+
+
+def test_fits_without_points_cannot_be_pooled() -> None:
+    old = fit([])
+    assert pool_fits([old, fit([(1e6, 0.011), (3e6, 0.031)])]) is old
+    assert pool_fits([]) is None
+
+
+def test_fold_pools_round_trips_updates_and_messages(tmp_path: Path) -> None:
+    profile = Profile.model_validate(
+        {
+            "machine": {"cpus": 2},
+            "coordinator": {"dispatch": "4 ms", "call": "2 ms", "queued": "3 ms", "samples": 30},
+            "messages": {"first": "2 ms", "chained": "0.4 ms", "chain": 8, "samples": 15},
+            "updates": [update(6.0, 10.0, samples=40)],
+        }
+    )
+    later = Measured(
+        coordinator=[
+            Coordinator.model_validate({"dispatch": "6 ms", "call": "1 ms", "samples": 30})
+        ],
+        messages=[Messages.model_validate({"first": "3 ms", "chained": "0.6 ms", "chain": 8})],
+        updates=[update(9.0, 13.0, samples=20), update(3.0, 7.0, samples=20)],
+    )
+    folded = fold(profile, later)
+    c = folded.coordinator
+    assert c is not None
+    assert (c.dispatch, c.call, c.samples) == (pytest.approx(5e-3), pytest.approx(1.5e-3), 60)
+    assert c.queued == pytest.approx(3e-3)  # only the calibration measured it
+    m = folded.messages
+    assert m is not None and (m.first, m.chained) == (pytest.approx(2.5e-3), pytest.approx(5e-4))
+    (u,) = folded.updates
+    # weighted by the calls timed: (40 x 6 + 20 x 9 + 20 x 3) / 80
+    assert u.time == pytest.approx(6e-3) and u.samples == 80
+    assert u.closure_read == pytest.approx((40 * 10 + 20 * 13 + 20 * 7) / 80 * 1e-3)
+    assert u.closure_apply == pytest.approx(3 * (40 * 10 + 20 * 13 + 20 * 7) / 80 * 1e-3)
+    # nothing measured again: nothing changes
+    assert fold(profile, Measured()) == profile
+    # a pooled fit says how many calibrations it pools, in the file too
+    pooled = fold(profile, Measured(transfer=[fit([(1e6, 0.01), (2e6, 0.02)])] * 2))
+    assert pooled.transfer is not None and pooled.transfer.measurements == 2
+    (tmp_path / "p.yaml").write_text(dump_profile(pooled))
+    assert load_profile(tmp_path / "p.yaml").transfer.measurements == 2  # type: ignore[union-attr]
+
+
+def test_probes_of_a_point() -> None:
+    (ps,) = loads(PS).points
+    assert probes_of(ps.spec) == [("transfer",), ("coordinator",), ("update", "mlp", "float32", 2)]
+    ring = PS.replace("{kind: parameter_server, servers: 2, sync: false}", "{kind: allreduce}")
+    (three,) = loads(ring.replace("devices_per_host: 2", "devices_per_host: 3")).points
+    assert probes_of(three.spec) == [("transfer",), ("allreduce", 2), ("allreduce", 3)]
+    (one,) = loads(ring.replace("devices_per_host: 2", "devices_per_host: 1")).points
+    assert probes_of(one.spec) == [("transfer",)]
