@@ -417,15 +417,18 @@ Probe = tuple[Any, ...]
 
 def probes_of(spec: ScenarioSpec) -> list[Probe]:
     """The probes a point's simulation takes numbers from, besides its compute: the
-    transfer (with the exchange and small messages) always; under all-reduce on several
-    processes, the collective on as many and on 2 (the 2-process fit sets what a process
-    moves sending as it receives: sim/calibration.py, "exchange"); under parameter servers,
-    the coordinator and the model's update and closures on the point's servers."""
+    transfer (with the exchange and small messages) always; wherever processes move
+    tensors between them (all-reduce on several, parameter servers), the all-reduce on 2
+    processes: what each moves each way sending as it receives, and what a busy core moves
+    (sim/calibration.py, "exchange" and "cores"); under all-reduce, the collective on as
+    many processes as the point's too (reported, not used); under parameter servers, the
+    coordinator and the model's update and closures on the point's servers."""
     probes: list[Probe] = [("transfer",)]
     if spec.strategy.kind == "allreduce" and spec.workers > 1:
         probes += [("allreduce", n) for n in sorted({2, spec.workers})]
     if spec.strategy.kind == "parameter_server":
         probes += [
+            ("allreduce", 2),
             ("coordinator",),
             ("update", spec.model.name, spec.model.dtype, spec.strategy.servers),
         ]

@@ -13,8 +13,8 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   `hosts: 1` the whole job runs on the calibrated machine, as run-real runs it, so it is
   what every message costs (dedicated parameter servers are processes on that machine).
   Collectives and parameter servers are predicted from it by their algorithms; of the
-  profile's `allreduce` fits only the 2-process one's bandwidth is used (**exchange**,
-  below); fits of more processes, and every fit's latency, are never used.
+  profile's `allreduce` fits only the 2-process one's bandwidth is used (**exchange** and
+  **cores**, below); fits of more processes, and every fit's latency, are never used.
 - **messages**: a call's latency is mostly the call: one that reads a small tensor from
   the other process costs milliseconds, while each further read the same call waits for
   costs a fraction of that (the chain probe's slope). A collective's ring steps are
@@ -58,15 +58,18 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   full duplex). The two-process ring, where each process sends its chunk as it receives
   the other's, is where this shows.
 - **cores** (`machine.cpus`): moving a tensor between processes on loopback is CPU work
-  at both ends (serialising, copying through the kernel, deserialising). The exchange
-  probe runs two transfers at once on two processes, and what they move together is what
-  two busy cores move: each core moves the exchange's per-direction bandwidth, so the
-  transfers in flight on a host share `cpus x` it (a per-host link in the flow network).
-  Without an exchange fit, each transfer in flight occupies one core at the one-way
-  bandwidth (`cpus x bandwidth`). On one machine (and in the flow network) the workers'
-  compute is CPU work on the same cores (`shared_cores`): the measured step held
-  min(1, cpus / P) of a core, so it is that much core time, a flow on one core of the
-  worker's own and the loopback. As many computing at once as measured, and nothing
+  at both ends (serialising, copying through the kernel, deserialising). The 2-process
+  all-reduce keeps two processes busy moving tensors both ways at once, each B_ar each
+  way: that is what a busy core moves, so the transfers in flight on a host share
+  `cpus x B_ar` (a per-host link in the flow network). On a VM measured 2026-11-30 the
+  3- and 4-process rings and the parameter-server closures moved what this says, within
+  a few per cent, where the exchange probe's per-direction rate (a third higher) made
+  them 13-25% too fast (docs/validation.md). Without that fit, the exchange's
+  per-direction bandwidth; without either, each transfer in flight occupies one core at
+  the one-way bandwidth (`cpus x bandwidth`). On one machine (and in the flow network)
+  the workers' compute is CPU work on the same cores (`shared_cores`): the measured step
+  held min(1, cpus / P) of a core, so it is that much core time, a flow on one core of
+  the worker's own and the loopback. As many computing at once as measured, and nothing
   else, take the measured time; fewer take less (a core each at most); transfers in
   flight beside them take their share of the cores, and compute its share of theirs.
 
@@ -157,10 +160,10 @@ class Calibration:
         """Bytes/s all transfers in flight on one host share: cores x what one core moves.
 
         Moving a tensor costs CPU at both ends (serialising and copying out, copying in and
-        deserialising). The exchange probe runs two transfers at once on two processes, and
-        what they move together, 2 x its per-direction bandwidth, is what two busy cores
-        move: each core moves the exchange's bandwidth. Without an exchange fit, each
-        transfer in flight is taken to occupy one core at the one-way bandwidth."""
+        deserialising). The 2-process all-reduce keeps two processes busy moving tensors
+        both ways: each core moves what each of them moved each way. Without that fit, the
+        exchange probe's per-direction bandwidth (two transfers at once on two processes);
+        without either, each transfer in flight occupies one core at the one-way bandwidth."""
         if self.transfer is None:
             return None
         return self.cpus * _per_core(self.profile, self.transfer)
@@ -246,7 +249,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             f"{spec.cluster.host_link.name} used"
         )
     duplex = 1.0
-    pair = next((fit for fit in profile.allreduce if fit.workers == 2), None)
+    pair = _pair(profile)
     if transfer is not None and pair is not None:
         # the collective itself: each of 2 processes sends half the tensor as it receives
         # the other half, twice; its fitted bandwidth is the rate each way
@@ -272,7 +275,13 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         )
     shared_cores = one_machine and step_s is not None and spec.sim.network_model == "flow"
     if transfer is not None:
-        how = "" if profile.exchange is None else ", what each core moved in the exchange"
+        how = (
+            ", what each process of the 2-process all-reduce moved each way"
+            if _pair(profile) is not None
+            else ", what each core moved in the exchange"
+            if profile.exchange is not None
+            else ""
+        )
         cpus = profile.machine.cpus
         shares = (
             f"; each worker's compute is CPU work on them, at most one core: "
@@ -426,9 +435,18 @@ def _core_share(cpus: int, processes: int) -> float:
 
 
 def _per_core(profile: Profile, transfer: Fit) -> float:
-    """Bytes/s one busy core moves between processes: the exchange's per-direction
-    bandwidth, or the one-way bandwidth without an exchange fit."""
+    """Bytes/s one busy core moves between processes: what each of the 2-process
+    all-reduce's processes moved each way, or without that fit the exchange's
+    per-direction bandwidth, or the one-way bandwidth without either."""
+    pair = _pair(profile)
+    if pair is not None:
+        return pair.bandwidth
     return transfer.bandwidth if profile.exchange is None else profile.exchange.bandwidth
+
+
+def _pair(profile: Profile) -> Fit | None:
+    """The profile's 2-process all-reduce fit, if it has one."""
+    return next((fit for fit in profile.allreduce if fit.workers == 2), None)
 
 
 def _how(profile: Profile, model: str, batch: int, dtype: str, processes: int) -> str:

@@ -119,7 +119,12 @@ def test_fold_pools_round_trips_updates_and_messages(tmp_path: Path) -> None:
 
 def test_probes_of_a_point() -> None:
     (ps,) = loads(PS).points
-    assert probes_of(ps.spec) == [("transfer",), ("coordinator",), ("update", "mlp", "float32", 2)]
+    assert probes_of(ps.spec) == [
+        ("transfer",),
+        ("allreduce", 2),  # what a busy core moves
+        ("coordinator",),
+        ("update", "mlp", "float32", 2),
+    ]
     ring = PS.replace("{kind: parameter_server, servers: 2, sync: false}", "{kind: allreduce}")
     (three,) = loads(ring.replace("devices_per_host: 2", "devices_per_host: 3")).points
     assert probes_of(three.spec) == [("transfer",), ("allreduce", 2), ("allreduce", 3)]

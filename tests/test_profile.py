@@ -278,8 +278,9 @@ def test_the_two_process_all_reduce_sets_what_a_port_carries_both_ways(
 ) -> None:
     """Where the profile has a 2-process all-reduce fit, its bandwidth is the rate each
     way of a process sending as it receives, in place of the exchange probe's: 70 MB/s
-    each way, both together 140 MB/s, less than the one-way 160 (duplex 0.875). Its
-    latency is not used (chained messages are), nor fits of more processes."""
+    each way, both together 140 MB/s, less than the one-way 160 (duplex 0.875); and what
+    each busy core moves. Its latency is not used (chained messages are), nor fits of
+    more processes."""
     fit = "  - {workers: 2, latency: 40 ms, bandwidth: 70 MB/s, r2: 0.99, max_rel_residual: 0.1}\n"
     path = write(tmp_path, profile=PROFILE + fit)
     for network in ("flow", "analytical"):
@@ -288,11 +289,12 @@ def test_the_two_process_all_reduce_sets_what_a_port_carries_both_ways(
         # every message at the route's narrowest link, the port both ways
         rate = 70e6 if network == "flow" else 140e6
         assert row["step_time_mean_s"] == pytest.approx(STEP_2 + ring(2, rate), rel=1e-9)
-    # three processes on two cores: the ports (70 each way) bind before the cores
-    # (2 x 120 / 3 = 80 MB/s each)
+    # three processes on two cores: each core moves what each of the 2-process
+    # all-reduce's processes moved each way, 70 MB/s (not the exchange's 120), and the
+    # cores bind before the ports (70 each way): 2 x 70 / 3 each
     row = simulate(path, "cluster.devices_per_host=3", "sim.network_model=flow")
-    rate = min(140e6 / 2, CPUS * BETA_X / 3)
-    assert rate == 70e6
+    rate = min(140e6 / 2, CPUS * 70e6 / 3)
+    assert rate == pytest.approx(140e6 / 3)
     assert row["step_time_mean_s"] == pytest.approx(STEP_2 * 3 / 2 + ring(3, rate), rel=1e-9)
     point = load(path, ["cluster.devices_per_host=2"]).points[0]
     calibration = Simulation(point.spec, profile=point.profile).calibration
@@ -300,6 +302,8 @@ def test_the_two_process_all_reduce_sets_what_a_port_carries_both_ways(
     assert any(
         line.startswith("exchange: the 2-process all-reduce moved 70") for line in calibration.used
     )
+    assert calibration.core_rate == pytest.approx(70e6)
+    assert calibration.loopback_capacity == pytest.approx(CPUS * 70e6)
 
 
 def test_without_the_chain_probe_every_message_pays_the_fit_latency(
