@@ -15,8 +15,9 @@ What is measured (never the multi-worker runs a simulation will predict):
 - coordinator (parameter-server scenarios): ClusterCoordinator's own round trips, a
   closure dispatched and fetched and a function run on a server variable (latency only);
 - all-reduce: MultiWorkerMirroredStrategy's ring all-reduce among N processes for every N
-  > 1 the scenario's all-reduce points use, fitted the same way (algbw; busbw = algbw x
-  2(N-1)/N, nccl-tests' definitions).
+  > 1 the scenario's all-reduce points use, and among 2 wherever processes move tensors
+  (all-reduce on several, parameter servers: it sets what a busy core moves), fitted the
+  same way (algbw; busbw = algbw x 2(N-1)/N, nccl-tests' definitions).
 
 The profile (`scenarios/profile.py`) records every median point, the fits and their
 quality (r2 and the worst relative residual), so a user sees how far alpha-beta holds.

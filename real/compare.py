@@ -2,12 +2,13 @@
 
 1. `run-real FILE --calibrate` measures this machine (`DIR/profile.yaml`);
 2. `run-real FILE --recalibrate DIR/profile.yaml` runs every point for real (`DIR/real/`),
-   measuring each point's single-worker compute again just before each of its runs and
-   pooling those measurements into the profile's compute entries: the calibration sees
+   measuring again just before each of its runs what the point's simulation takes from
+   the profile (its single-worker compute and the probes: `calibrate.probes_of`) and
+   pooling those measurements into the profile (`real/pool.py`): the calibration sees
    the machine as it was while the points ran (a VM's speed drifts over minutes);
 3. `simulate FILE --set cluster.profile=DIR/profile.yaml` predicts them from the calibration
    alone (`DIR/sim/`): nothing measured of the runs of step 2 reaches the simulator, only
-   the single-worker processes measured beside them;
+   the single-worker processes and the probes measured beside them;
 4. `report DIR/sim DIR/real` lays them side by side (`DIR/report.html` and `.md`).
 
 The simulator and the report run as their own commands (subprocesses): `real` never

@@ -231,9 +231,11 @@ def main(argv: list[str] | None = None) -> int:
         "messages chained in one call, the parameter-server coordinator's round trips and "
         "the model's update and closures on its servers, "
         "the job relaunched after a kill), `run-real --recalibrate` ran every point "
-        "(`real.repeats` times, interleaved: the real figures are means over the runs) and "
-        "measured each point's single-worker compute again just before each of its runs, "
-        "pooled into the profile, and `simulate` predicted them from that calibration alone. "
+        "(`real.repeats` times, interleaved: the real figures are means over the runs) and, "
+        "just before each of its runs, measured again what the point's simulation takes from "
+        "the profile (its single-worker compute, the transfer, the 2-process all-reduce, the "
+        "coordinator, the update and closures; each once per round of runs), pooled into the "
+        "profile, and `simulate` predicted them from that calibration alone. "
         "Relative error is (sim - real) / real.",
         "",
         f"**Throughput MAPE over the suite: {overall:.1f}%** (target {TARGET_PCT:.0f}%); "
