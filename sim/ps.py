@@ -23,6 +23,7 @@ iteration i - k - 1: it never runs more than k iterations ahead of the slowest.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Generator
@@ -181,12 +182,17 @@ class ParameterServerTraining(Training):
         return event
 
     def _closure_flow(self, node: int, inbound: bool, alone_s: float) -> simpy.Event:
-        """A closure's pull (inbound) or push: one flow on the worker's side of the move
-        that, alone, takes `alone_s` (the closure probe's time); beside others in flight
-        on the host it shares the host's cores and slows as they do. No latency of its
-        own: the probe's time holds it."""
+        """A closure's pull (inbound) or push, which alone takes `alone_s` (the closure
+        probe's time): the model's bytes moved as one flow on the worker's side of the
+        move, after a wait for the rest of the probe's time (its round trips). Beside
+        other flows in flight on the host the bytes share the host's cores and slow as
+        they do; the round trips do not. A probe time shorter than the bytes take at the
+        route's rate is all flow (sized to take that time alone)."""
         route = self.sim.topology.process_route(node, inbound)
-        return self.sim.network.flow(route, alone_s * self.sim.topology.narrowest(route))
+        rate = self.sim.topology.narrowest(route)
+        moving_s = min(alone_s, sum(nbytes for _, nbytes in self.shards) / rate)
+        waiting = dataclasses.replace(route, latency=route.latency + alone_s - moving_s)
+        return self.sim.network.flow(waiting, moving_s * rate)
 
     def exchange(
         self, node: int, step: int, member: int, worker: Worker

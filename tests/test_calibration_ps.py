@@ -174,6 +174,26 @@ def test_closures_in_flight_share_the_hosts_cores(tmp_path: Path) -> None:
     assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9)
 
 
+def test_only_a_closures_bytes_share_the_cores(tmp_path: Path) -> None:
+    # a model of 0.1 M parameters: its 0.4 MB take 2.5 ms at the port's beta alone, less
+    # than the closures' 7 ms: the rest is round trips, which two workers' closures wait
+    # out side by side; only the bytes share the cores (beta_x each, as above)
+    scenario = SCENARIO.replace("params: 1e6", "params: 1e5")
+    assert scenario != SCENARIO
+    strategy = "strategy={kind: parameter_server, servers: 1, sync: true}"
+    path = write(tmp_path, PROFILE + CLOSURES_PROFILE, scenario=scenario)
+    row = simulate(path, strategy, "cluster.devices_per_host=2")
+    pull, push = READ_1 - DISPATCH, ACC_1 - READ_1
+    moving = 0.1e6 * 4 / BETA
+    assert moving < min(pull, push)
+    slower = BETA / min(BETA, CPUS * BETA_X / 2)
+    expected = STEP_2 + DISPATCH + pull + push + 2 * moving * (slower - 1) + UPDATE
+    assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9)
+    # alone (one worker) a closure takes its probe time, bytes and round trips together
+    row = simulate(path, strategy)
+    assert period(row) == pytest.approx(STEP_1 + ACC_1 + UPDATE, rel=1e-9)
+
+
 def test_closures_are_for_one_machine_and_below_zero_is_none(tmp_path: Path) -> None:
     # two hosts: tensors cross the network, not the machine the closures were timed on;
     # the same job as from the profile without closures, and the simulation says why
