@@ -41,8 +41,10 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   and update) less the reading one. A closure moves the model's variables several at
   once, faster than the transfer probe moves one tensor (here 7 ms for the 4.4 MB MLP,
   against 16 ms by the fit). Closures in flight at once share the host's cores as
-  transfers do: each pull or push is one flow bound by its worker's port and the host's
-  loopback (`cores` below), never by the server, which serves several closures at once.
+  transfers do, their bytes only: each pull or push waits out its round trips (its time
+  alone less what the model's bytes take alone), then moves the bytes as one flow bound
+  by its worker's port and the host's loopback (`cores` below), never by the server,
+  which serves several closures at once (sim/ps.py).
   Without closures (older profiles, or a cluster of more hosts than the one they were
   measured on) pulls and pushes move the shards' bytes by the transfer fit, and an
   asynchronous closure pays the update call less the bare call after its push.
