@@ -39,6 +39,7 @@ from scenarios.profile import (
 )
 
 T = TypeVar("T")
+P = TypeVar("P", Messages, Coordinator, UpdateEntry)
 
 
 @dataclass
@@ -145,42 +146,32 @@ def _pool_collective(fits: list[CollectiveFit]) -> CollectiveFit:
 
 
 def _pool_messages(group: list[Messages]) -> Messages | None:
-    if not group:
-        return None
-    return group[0].model_copy(
-        update={
-            "first": float(np.mean([m.first for m in group])),
-            "chained": float(np.mean([m.chained for m in group])),
-            "samples": sum(m.samples for m in group),
-        }
-    )
+    return _pool_means(group, ("first", "chained")) if group else None
 
 
 def _pool_coordinator(group: list[Coordinator]) -> Coordinator | None:
-    if not group:
-        return None
-    return group[0].model_copy(
-        update={
-            "dispatch": float(np.mean([c.dispatch for c in group])),
-            "call": float(np.mean([c.call for c in group])),
-            "queued": _mean([c.queued for c in group]),
-            "samples": sum(c.samples for c in group),
-        }
-    )
+    return _pool_means(group, ("dispatch", "call", "queued")) if group else None
 
 
 def _pool_updates(group: list[UpdateEntry]) -> UpdateEntry:
-    weights = [u.samples for u in group] if all(u.samples for u in group) else [1] * len(group)
+    weighted = all(u.samples for u in group)
+    return _pool_means(group, ("time", "p10", "p90", *CLOSURES), weighted)
 
-    def mean(values: list[float | None]) -> float | None:
-        present = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None]
+
+def _pool_means(group: list[P], names: tuple[str, ...], weighted: bool = False) -> P:
+    """The group as its first, each of `names` the mean of the measurements that have it
+    (weighted by their `samples` if `weighted`), `samples` summed."""
+    weights = [x.samples if weighted else 1 for x in group]
+
+    def mean(name: str) -> float | None:
+        present = [(getattr(x, name), w) for x, w in zip(group, weights, strict=True)]
+        present = [(v, w) for v, w in present if v is not None]
         if not present:
             return None
         return float(np.average([v for v, _ in present], weights=[w for _, w in present]))
 
-    figures = ("time", "p10", "p90", *CLOSURES)
-    update: dict[str, Any] = {name: mean([getattr(u, name) for u in group]) for name in figures}
-    update["samples"] = sum(u.samples for u in group)
+    update: dict[str, Any] = {name: mean(name) for name in names}
+    update["samples"] = sum(x.samples for x in group)
     return group[0].model_copy(update=update)
 
 

@@ -279,7 +279,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     if transfer is not None:
         how = (
             ", what each process of the 2-process all-reduce moved each way"
-            if _pair(profile) is not None
+            if pair is not None
             else ", what each core moved in the exchange"
             if profile.exchange is not None
             else ""

@@ -108,7 +108,7 @@ class ParameterServerTraining(Training):
         # on the calibrated machine, a closure's pull and push each take what the closure
         # probes measured alone (the model's variables move several at once, faster than
         # the transfer probe's one tensor), and closures in flight at once share the
-        # host's cores as transfers do: each is one flow that alone takes that long
+        # host's cores as transfers do, by their bytes (`_closure_flow`)
         self.closure_s: tuple[float, float] | None = cal.closure_s if cal else None
         # without them, an asynchronous closure's update after its push: the update
         # call's ops without the call
@@ -190,7 +190,7 @@ class ParameterServerTraining(Training):
         route's rate is all flow (sized to take that time alone)."""
         route = self.sim.topology.process_route(node, inbound)
         rate = self.sim.topology.narrowest(route)
-        moving_s = min(alone_s, sum(nbytes for _, nbytes in self.shards) / rate)
+        moving_s = min(alone_s, self.total_bytes / rate)
         waiting = dataclasses.replace(route, latency=route.latency + alone_s - moving_s)
         return self.sim.network.flow(waiting, moving_s * rate)
 
