@@ -39,12 +39,13 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   beside the update. A closure's pull is the reading closure less the bare dispatch; its
   push the accumulating closure (synchronous) or the applying one (asynchronous: push
   and update) less the reading one. A closure moves the model's variables several at
-  once, faster than the transfer probe moves one tensor (here 7 ms for the 4.4 MB MLP,
-  against 16 ms by the fit). Closures in flight at once share the host's cores as
-  transfers do, their bytes only: each pull or push waits out its round trips (its time
-  alone less what the model's bytes take alone), then moves the bytes as one flow bound
-  by its worker's port and the host's loopback (`cores` below), never by the server,
-  which serves several closures at once (sim/ps.py).
+  once, on several threads, faster than the transfer probe moves one tensor (here 7 ms
+  for the 4.4 MB MLP, against 11 ms by the fit): it is bound by no process's port, only
+  by the host's cores (`cores` below), and never by the server, which serves several
+  closures at once. Closures in flight at once share the cores as transfers do, their
+  bytes only: each pull or push waits out its round trips (its time alone less what the
+  model's bytes take on the cores alone), then moves the bytes as one flow on the cores
+  (sim/ps.py).
   Without closures (older profiles, or a cluster of more hosts than the one they were
   measured on) pulls and pushes move the shards' bytes by the transfer fit, and an
   asynchronous closure pays the update call less the bare call after its push.
@@ -60,15 +61,19 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   full duplex). The two-process ring, where each process sends its chunk as it receives
   the other's, is where this shows.
 - **cores** (`machine.cpus`): moving a tensor between processes on loopback is CPU work
-  at both ends (serialising, copying through the kernel, deserialising). The 2-process
-  all-reduce keeps two processes busy moving tensors both ways at once, each B_ar each
-  way: that is what a busy core moves, so the transfers in flight on a host share
-  `cpus x B_ar` (a per-host link in the flow network). On a VM measured 2026-11-30 the
-  3- and 4-process rings and the parameter-server closures moved what this says, within
-  a few per cent, where the exchange probe's per-direction rate (a third higher) made
-  them 13-25% too fast (docs/validation.md). Without that fit, the exchange's
-  per-direction bandwidth; without either, each transfer in flight occupies one core at
-  the one-way bandwidth (`cpus x bandwidth`). On one machine (and in the flow network)
+  at both ends (serialising, copying through the kernel, deserialising). Two probes keep
+  two processes busy moving tensors both ways at once: the 2-process all-reduce (B_ar
+  each way, a collective's traffic: its chunks are reduced as they arrive) and the
+  exchange (B_x each way, two plain transfers). What a busy core moves is the rate of
+  the probe like the job's traffic: B_ar for collectives, B_x for a parameter server's
+  pulls and pushes (`point_to_point`); the transfers in flight on a host share
+  `cpus x` that (a per-host link in the flow network). On a VM measured 2026-11-30 the
+  3- and 4-process rings moved what B_ar says within a few per cent, where B_x (a
+  third higher) made them 13-25% too fast; two or three workers' closures at once
+  slowed each other by what B_x says, and B_ar made the parameter-server sweep 5-11%
+  too slow (docs/validation.md). Without the job's probe, the other's; without either,
+  each transfer in flight occupies one core at the one-way bandwidth
+  (`cpus x bandwidth`). On one machine (and in the flow network)
   the workers' compute is CPU work on the same cores (`shared_cores`): the measured step
   held min(1, cpus / P) of a core, so it is that much core time, a flow on one core of
   the worker's own and the loopback. As many computing at once as measured, and nothing
@@ -122,6 +127,9 @@ class Calibration:
     # the workers' compute is CPU work the transfers share the host's cores with (one
     # machine, a measured step time, a transfer fit, the flow network)
     shared_cores: bool = False
+    # the job's traffic is point-to-point transfers (parameter servers), not collectives:
+    # what a busy core moves is the exchange's rate, not the 2-process all-reduce's
+    point_to_point: bool = False
 
     @property
     def message_s(self) -> float:
@@ -146,7 +154,7 @@ class Calibration:
         unit the host's cores are shared in, by transfers and, on one machine, compute."""
         if self.transfer is None:
             return None
-        return _per_core(self.profile, self.transfer)
+        return _per_core(self.profile, self.transfer, self.point_to_point)
 
     @property
     def compute_cores(self) -> float | None:
@@ -162,13 +170,14 @@ class Calibration:
         """Bytes/s all transfers in flight on one host share: cores x what one core moves.
 
         Moving a tensor costs CPU at both ends (serialising and copying out, copying in and
-        deserialising). The 2-process all-reduce keeps two processes busy moving tensors
-        both ways: each core moves what each of them moved each way. Without that fit, the
-        exchange probe's per-direction bandwidth (two transfers at once on two processes);
-        without either, each transfer in flight occupies one core at the one-way bandwidth."""
-        if self.transfer is None:
-            return None
-        return self.cpus * _per_core(self.profile, self.transfer)
+        deserialising). Two probes keep two processes busy moving tensors both ways: the
+        2-process all-reduce (a collective's traffic, with its reductions) and the exchange
+        (two transfers at once, nothing reduced: a parameter server's traffic). Each core
+        moves what each process moved each way in the probe of the job's traffic, or the
+        other's without it; without either, each transfer in flight occupies one core at
+        the one-way bandwidth."""
+        rate = self.core_rate
+        return None if rate is None else self.cpus * rate
 
     def cluster(self, cluster: ClusterSpec) -> ClusterSpec:
         """The cluster with the calibrated link between processes of one host."""
@@ -276,14 +285,13 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             "shares the one-way bandwidth"
         )
     shared_cores = one_machine and step_s is not None and spec.sim.network_model == "flow"
+    point_to_point = spec.strategy.kind == "parameter_server"
     if transfer is not None:
-        how = (
-            ", what each process of the 2-process all-reduce moved each way"
-            if pair is not None
-            else ", what each core moved in the exchange"
-            if profile.exchange is not None
-            else ""
-        )
+        per_core = _per_core(profile, transfer, point_to_point)
+        probe = _core_probe(profile, point_to_point)
+        how = "" if probe is None else f", {probe[0]}"
+        if point_to_point and probe is not None:
+            how += ": the job's traffic is point-to-point transfers"
         cpus = profile.machine.cpus
         shares = (
             f"; each worker's compute is CPU work on them, at most one core: "
@@ -293,7 +301,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         )
         used.append(
             f"cores: {cpus} (transfers in flight on a host share "
-            f"{cpus} x {_per_core(profile, transfer) / 1e6:.4g} MB/s{how}{shares})"
+            f"{cpus} x {per_core / 1e6:.4g} MB/s{how}{shares})"
         )
     restart_s = None
     if spec.failures and step_s is not None:
@@ -369,6 +377,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         duplex=duplex,
         one_machine=one_machine,
         shared_cores=shared_cores,
+        point_to_point=point_to_point,
         used=tuple(used),
         not_found=tuple(not_found),
     )
@@ -436,14 +445,24 @@ def _core_share(cpus: int, processes: int) -> float:
     return min(1.0, cpus / processes)
 
 
-def _per_core(profile: Profile, transfer: Fit) -> float:
-    """Bytes/s one busy core moves between processes: what each of the 2-process
-    all-reduce's processes moved each way, or without that fit the exchange's
-    per-direction bandwidth, or the one-way bandwidth without either."""
-    pair = _pair(profile)
-    if pair is not None:
-        return pair.bandwidth
-    return transfer.bandwidth if profile.exchange is None else profile.exchange.bandwidth
+def _per_core(profile: Profile, transfer: Fit, point_to_point: bool = False) -> float:
+    """Bytes/s one busy core moves between processes: what each process moved each way in
+    the probe of the job's traffic, the 2-process all-reduce for collectives, the exchange
+    for point-to-point transfers (`point_to_point`), or the other probe without it; the
+    one-way bandwidth without either."""
+    found = _core_probe(profile, point_to_point)
+    return transfer.bandwidth if found is None else found[1].bandwidth
+
+
+def _core_probe(profile: Profile, point_to_point: bool) -> tuple[str, Fit] | None:
+    """The probe `_per_core` takes its rate from, and how to say so."""
+    pair = ("what each process of the 2-process all-reduce moved each way", _pair(profile))
+    exchange = ("what each process moved each way in the exchange", profile.exchange)
+    first, second = (exchange, pair) if point_to_point else (pair, exchange)
+    for how, fit in (first, second):
+        if fit is not None:
+            return how, fit
+    return None
 
 
 def _pair(profile: Profile) -> Fit | None:

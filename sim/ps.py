@@ -157,7 +157,7 @@ class ParameterServerTraining(Training):
                 self.sim.dropped_gradients += 1
 
         if self.closure_s is not None:  # one flow for every shard's part
-            event = self._closure_flow(node, False, self.closure_s[1])
+            event = self._closure_flow(node, self.closure_s[1])
             for j in range(len(self.shards)):
                 event.callbacks.append(functools.partial(arrived, j=j))
             events.append(event)
@@ -171,7 +171,7 @@ class ParameterServerTraining(Training):
 
     def pull(self, node: int, worker: Worker) -> simpy.Event:
         if self.closure_s is not None:
-            event = self._closure_flow(node, True, self.closure_s[0])
+            event = self._closure_flow(node, self.closure_s[0])
         else:
             event = self.sim.network.transfers(
                 [(shard, node) for shard, _ in self.shards],
@@ -181,14 +181,14 @@ class ParameterServerTraining(Training):
         worker.inflight = [event]
         return event
 
-    def _closure_flow(self, node: int, inbound: bool, alone_s: float) -> simpy.Event:
-        """A closure's pull (inbound) or push, which alone takes `alone_s` (the closure
-        probe's time): the model's bytes moved as one flow on the worker's side of the
-        move, after a wait for the rest of the probe's time (its round trips). Beside
-        other flows in flight on the host the bytes share the host's cores and slow as
-        they do; the round trips do not. A probe time shorter than the bytes take at the
-        route's rate is all flow (sized to take that time alone)."""
-        route = self.sim.topology.process_route(node, inbound)
+    def _closure_flow(self, node: int, alone_s: float) -> simpy.Event:
+        """A closure's pull or push, which alone takes `alone_s` (the closure probe's
+        time): the model's bytes moved as one flow on the host's cores, after a wait for
+        the rest of the probe's time (its round trips). Beside other flows in flight on
+        the host the bytes share the cores and slow as they do; the round trips do not.
+        A probe time shorter than the bytes take at the cores' rate is all flow (sized to
+        take that time alone)."""
+        route = self.sim.topology.cores_route(node)
         rate = self.sim.topology.narrowest(route)
         moving_s = min(alone_s, self.total_bytes / rate)
         waiting = dataclasses.replace(route, latency=route.latency + alone_s - moving_s)
@@ -302,7 +302,7 @@ class ParameterServerTraining(Training):
 
     def push_async(self, node: int, worker: Worker) -> list[simpy.Event]:
         if self.closure_s is not None:  # push and update, one flow for every shard's part
-            events = [self._closure_flow(node, False, self.closure_s[1])]
+            events = [self._closure_flow(node, self.closure_s[1])]
         else:
             net = self.sim.network
             events = [

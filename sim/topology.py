@@ -148,17 +148,14 @@ class Topology:
         """Bytes/s of the route's narrowest link: what one flow on it gets alone."""
         return float(min(self.capacity[link] for link in route.links))
 
-    def process_route(self, node: int, inbound: bool) -> Route:
-        """What one process's side of a move inside its host crosses: its port (in or
-        out, and both ways together where that link exists) and the host's loopback.
-        A parameter-server closure's pull or push is bound by its worker and the host's
-        cores, not by the server, which serves several closures at once."""
-        links = [(self._port_in if inbound else self._port_out) + node]
-        if self._port_both is not None:
-            links.append(self._port_both + node)
-        if self._loopback is not None:
-            links.append(self._loopback + int(self.host_of[node]))
-        return self._padded(links, 0.0, False)
+    def cores_route(self, node: int) -> Route:
+        """The host's cores alone (its loopback): what a parameter-server closure's pull or
+        push crosses. A closure moves the model's variables several at once, on several
+        threads of its worker and its servers, so it is bound by neither process's port
+        (one tensor's one-way bandwidth) but by the cores every transfer in the host
+        shares. Needs the calibrated loopback."""
+        assert self._loopback is not None, "closures need the calibrated loopback"
+        return self._padded([self._loopback + int(self.host_of[node])], 0.0, False)
 
     def compute_route(self, worker: int) -> Route | None:
         """What a worker's compute crosses where it shares its host's cores with the

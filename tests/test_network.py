@@ -180,14 +180,15 @@ def test_flows_finish_late_in_a_long_run() -> None:
     assert len(done) == 3 and all(abs(r - 1) < 1e-3 for r in done)
 
 
-def test_flows_on_process_routes_share_the_loopback(network_model: str) -> None:
+def test_flows_on_the_cores_share_the_loopback(network_model: str) -> None:
     # one host, 3 processes, ports 200 MB/s, the host's loopback 300 MB/s (calibrated): a
-    # flow on one process's side of a move is bound by that process's port alone; three
-    # at once (each on its own process) share the loopback, 100 MB/s each. Without
-    # contention (analytical) each takes its port's time regardless
+    # flow on the host's cores (a parameter-server closure's) crosses no port; three at
+    # once share the loopback, 100 MB/s each. Without contention (analytical) each takes
+    # the loopback's time alone regardless
     topology = Topology(cluster(1, 3, link_bw="200 MB/s"), loopback=300e6)
-    routes = [topology.process_route(w, inbound=w % 2 == 0) for w in range(3)]
-    assert all(len(r.links) == 2 and r.latency == 0.0 for r in routes)
+    routes = [topology.cores_route(w) for w in range(3)]
+    assert all(len(r.links) == 1 and r.latency == 0.0 for r in routes)
+    assert topology.narrowest(routes[0]) == 300e6
     env = simpy.Environment()
     net = make_network(network_model, env, topology)
 
@@ -196,5 +197,5 @@ def test_flows_on_process_routes_share_the_loopback(network_model: str) -> None:
 
     env.process(proc())
     env.run()
-    expected = 1e6 / 200e6 if network_model == "analytical" else 1e6 / 100e6
+    expected = 1e6 / 300e6 if network_model == "analytical" else 1e6 / 100e6
     assert env.now == pytest.approx(expected, rel=1e-9)

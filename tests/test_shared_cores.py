@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import BETA, BETA_X, CPUS, write
+from conftest import BETA_X, CPUS, write
 
 from scenarios import load
 from sim.simulation import Simulation
@@ -56,14 +56,14 @@ def test_a_measured_step_is_a_core_share_of_cpu_work(tmp_path: Path) -> None:
 
 
 def test_a_transfer_takes_its_share_from_compute(tmp_path: Path) -> None:
-    # two workers compute while the third pulls: three on the loopback's 2 x 120 MB/s,
-    # 80 MB/s each (under a core, 120, and the port, 160): the computes take their measured
-    # time (three busy, as measured); the pull, 80 MB/s x T plus what it moves alone after
-    # at its port's 160 MB/s, ends U later
+    # two workers compute while the third pulls (a closure's, on the cores alone): three
+    # on the loopback's 2 x 120 MB/s, 80 MB/s each (under a core, 120): the computes take
+    # their measured time (three busy, as measured); the pull, 80 MB/s x T plus what it
+    # moves alone after on both cores, 240 MB/s, ends U later
     sim = simulation(tmp_path, 3)
     u = 4e-3
-    nbytes = CPUS * BETA_X / 3 * T + BETA * u
-    pull = sim.network.flow(sim.topology.process_route(2, True), nbytes)
+    nbytes = CPUS * BETA_X / 3 * T + CPUS * BETA_X * u
+    pull = sim.network.flow(sim.topology.cores_route(2), nbytes)
     ends = finish_times(
         sim,
         {
@@ -74,9 +74,9 @@ def test_a_transfer_takes_its_share_from_compute(tmp_path: Path) -> None:
     )
     assert ends == pytest.approx({"w0": T, "w1": T, "pull": T + u}, rel=1e-9)
     # two workers on two cores: one computes on its core, the other's push gets the other
-    # core's 120 MB/s, not its port's 160 alone
+    # core's 120 MB/s, not both cores' 240 it has alone
     sim = simulation(tmp_path, 2)
-    push = sim.network.flow(sim.topology.process_route(1, False), BETA_X * T)
+    push = sim.network.flow(sim.topology.cores_route(1), BETA_X * T)
     ends = finish_times(sim, {"w0": lambda: sim.busy(worker(0), T), "push": [push]})
     assert ends == pytest.approx({"w0": T, "push": T}, rel=1e-9)
 
