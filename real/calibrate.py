@@ -40,6 +40,7 @@ import numpy as np
 from scenarios.loader import Scenario
 from scenarios.profile import (
     CLOSURES,
+    CLOSURES_CPU,
     CollectiveFit,
     ComputeEntry,
     Coordinator,
@@ -378,6 +379,10 @@ def measure_update(spec: ScenarioSpec) -> UpdateEntry:
     closures = {
         kind: f"{float(np.mean(_probe_samples(result, (kind,))[0]))} s" for kind in CLOSURES
     }
+    for kind in CLOSURES_CPU:  # where the machine has /proc/stat
+        if cpu := _probe_samples(result, (kind,)).get(0):
+            closures[kind] = f"{float(np.mean(cpu))} s"
+
     return UpdateEntry.model_validate(
         {
             "model": spec.model.name,

@@ -29,6 +29,7 @@ import numpy as np
 
 from scenarios.profile import (
     CLOSURES,
+    CLOSURES_CPU,
     CollectiveFit,
     ComputeEntry,
     Coordinator,
@@ -155,7 +156,7 @@ def _pool_coordinator(group: list[Coordinator]) -> Coordinator | None:
 
 def _pool_updates(group: list[UpdateEntry]) -> UpdateEntry:
     weighted = all(u.samples for u in group)
-    return _pool_means(group, ("time", "p10", "p90", *CLOSURES), weighted)
+    return _pool_means(group, ("time", "p10", "p90", *CLOSURES, *CLOSURES_CPU), weighted)
 
 
 def _pool_means(group: list[P], names: tuple[str, ...], weighted: bool = False) -> P:

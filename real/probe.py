@@ -17,6 +17,7 @@ the launcher's side (`real/calibrate.py`).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -225,6 +226,20 @@ def coordinator(job: dict[str, Any]) -> None:
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
 
 
+def busy_cpu_s() -> float | None:
+    """CPU seconds the machine's cores have spent so far, all processes (Linux's
+    /proc/stat: every state but idle and iowait, in clock ticks); None where there is no
+    /proc/stat. The difference over a span is the CPU the machine spent in it."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(ticks) < 5:
+        return None
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def update(job: dict[str, Any]) -> None:
     """The optimizer's update of the job's model on its parameter servers, applied by one
     coordinator call, exactly as a synchronous round ends (`real.ps.sync_update`); no
@@ -290,9 +305,12 @@ def update(job: dict[str, Any]) -> None:
         timed.append(("update", time.perf_counter() - started))
         first = i % len(closures)  # each closure in turn runs first after the update
         for kind, fn in closures[first:] + closures[:first]:
+            cpu = busy_cpu_s()
             started = time.perf_counter()
             coordinator.schedule(fn).fetch()
             timed.append((kind, time.perf_counter() - started))
+            if cpu is not None and (after := busy_cpu_s()) is not None:
+                timed.append((f"{kind}_cpu", after - cpu))
         if i >= job["warmup"]:
             for kind, seconds in timed:
                 protocol.emit(

@@ -149,10 +149,20 @@ class UpdateEntry(_Strict):
     closure_read: PositiveSeconds | None = None
     closure_accumulate: PositiveSeconds | None = None
     closure_apply: PositiveSeconds | None = None
+    # the CPU time the machine's cores spent while each closure ran (all processes, all
+    # cores: /proc/stat, Linux only; means; None elsewhere and in older profiles). Over
+    # the closure's time it says how many cores one closure keeps busy. Recorded, not
+    # yet used by `simulate` (docs/validation.md: closures at once take about N x this
+    # over the cores)
+    closure_read_cpu: Seconds | None = None
+    closure_accumulate_cpu: Seconds | None = None
+    closure_apply_cpu: Seconds | None = None
 
 
 #: UpdateEntry's closure timings, as named in profiles
 CLOSURES = ("closure_read", "closure_accumulate", "closure_apply")
+#: the CPU each closure spent, as named in profiles
+CLOSURES_CPU = tuple(f"{name}_cpu" for name in CLOSURES)
 
 
 class RestartEntry(_Strict):
@@ -369,7 +379,7 @@ def dump_profile(profile: Profile) -> str:
                 "samples": u.samples,
                 **{
                     name: seconds(getattr(u, name))
-                    for name in CLOSURES
+                    for name in (*CLOSURES, *CLOSURES_CPU)
                     if getattr(u, name) is not None
                 },
             }

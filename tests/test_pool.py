@@ -44,18 +44,22 @@ def fit(points: list[tuple[float, float]], **extra: Any) -> Fit:
     )
 
 
-def update(ms: float, read: float, samples: int) -> UpdateEntry:
+def update(ms: float, read: float, samples: int, cpu: float | None = None) -> UpdateEntry:
+    """An update entry; `cpu`: the reading closure's CPU (the others' at 2x and 3x)."""
+    spent = {} if cpu is None else {f"{k}_cpu": f"{i * cpu} ms" for i, k in NAMES}
     return UpdateEntry.model_validate(
         {
             "model": "mlp",
             "servers": 1,
             "time": f"{ms} ms",
             "samples": samples,
-            "closure_read": f"{read} ms",
-            "closure_accumulate": f"{2 * read} ms",
-            "closure_apply": f"{3 * read} ms",
+            **{k: f"{i * read} ms" for i, k in NAMES},
+            **spent,
         }
     )
+
+
+NAMES = ((1, "closure_read"), (2, "closure_accumulate"), (3, "closure_apply"))
 
 
 def test_fit_pools_the_mean_time_at_each_size_and_fits_again() -> None:
@@ -94,7 +98,7 @@ def test_fold_pools_round_trips_updates_and_messages(tmp_path: Path) -> None:
             Coordinator.model_validate({"dispatch": "6 ms", "call": "1 ms", "samples": 30})
         ],
         messages=[Messages.model_validate({"first": "3 ms", "chained": "0.6 ms", "chain": 8})],
-        updates=[update(9.0, 13.0, samples=20), update(3.0, 7.0, samples=20)],
+        updates=[update(9.0, 13.0, samples=20, cpu=18.0), update(3.0, 7.0, samples=20, cpu=9.0)],
     )
     folded = fold(profile, later)
     c = folded.coordinator
@@ -108,6 +112,12 @@ def test_fold_pools_round_trips_updates_and_messages(tmp_path: Path) -> None:
     assert u.time == pytest.approx(6e-3) and u.samples == 80
     assert u.closure_read == pytest.approx((40 * 10 + 20 * 13 + 20 * 7) / 80 * 1e-3)
     assert u.closure_apply == pytest.approx(3 * (40 * 10 + 20 * 13 + 20 * 7) / 80 * 1e-3)
+    # the closures' CPU: the calibration had none (no /proc/stat): the two that have it
+    assert u.closure_read_cpu == pytest.approx((18.0 + 9.0) / 2 * 1e-3)
+    assert u.closure_apply_cpu == pytest.approx(3 * (18.0 + 9.0) / 2 * 1e-3)
+    (tmp_path / "u.yaml").write_text(dump_profile(folded))  # and survives the file
+    (again,) = load_profile(tmp_path / "u.yaml").updates
+    assert again.closure_accumulate_cpu == pytest.approx(u.closure_accumulate_cpu)
     # nothing measured again: nothing changes
     assert fold(profile, Measured()) == profile
     # a pooled fit says how many calibrations it pools, in the file too

@@ -22,6 +22,7 @@ pytest.importorskip("tensorflow")
 
 from real.launcher import Launcher, RunError  # noqa: E402
 from scenarios import vocab  # noqa: E402
+from scenarios.profile import CLOSURES  # noqa: E402
 
 pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parent.parent
@@ -247,6 +248,12 @@ def test_calibrate_parameter_servers_with_a_failure(scenario: Path, tmp_path: Pa
     (update,) = profile.updates
     assert (update.model, update.servers, update.samples) == ("tiny-mlp", 1, 40)
     assert 0 < update.time < 1
+    # the CPU the machine spent while a closure ran: no more than its cores in that time
+    # (and a clock tick, 10 ms, per reading); Linux has /proc/stat
+    cpus = profile.machine.cpus
+    for kind in CLOSURES:
+        spent, took = getattr(update, f"{kind}_cpu"), getattr(update, kind)
+        assert spent is not None and 0 <= spent <= cpus * took + 0.02, kind
     # the job was killed and relaunched: at least the downtime-free start of its processes
     (restart,) = profile.restarts
     assert (restart.strategy, restart.workers, restart.servers) == ("parameter_server/sync", 2, 1)
