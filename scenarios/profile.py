@@ -152,8 +152,8 @@ class UpdateEntry(_Strict):
     # the CPU time the machine's cores spent while each closure ran (all processes, all
     # cores: /proc/stat, Linux only; means; None elsewhere and in older profiles). Over
     # the closure's time it says how many cores one closure keeps busy. Recorded, not
-    # yet used by `simulate` (docs/validation.md: closures at once take about N x this
-    # over the cores)
+    # used by `simulate`: closures run as this much CPU work predicted the validation
+    # runs worse than closures run as bytes (docs/validation.md)
     closure_read_cpu: Seconds | None = None
     closure_accumulate_cpu: Seconds | None = None
     closure_apply_cpu: Seconds | None = None
