@@ -10,7 +10,7 @@ never run something else under its name.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -415,7 +415,7 @@ def run(
     done = []
     rounds = max(p.spec.real.repeats for p in scenario.points)
     for repetition in range(rounds):  # interleaved: a slow spell falls on every point alike
-        for point in scenario.points:
+        for point in round_order(scenario.points, repetition):
             if repetition >= point.spec.real.repeats:
                 continue
             if before is not None:
@@ -433,6 +433,16 @@ def run(
                 progress(done[-1])
     order = {p.id: i for i, p in enumerate(scenario.points)}
     return sorted(done, key=lambda r: order[r.point_id])
+
+
+def round_order(points: Sequence[Point], repetition: int) -> list[Point]:
+    """The order of round `repetition` of the runs: the grid forward and backward in
+    turn, starting one place later every two rounds. No point always runs first or last,
+    or always after the same point (the runs and probes just before a run leave the
+    machine in some state: that falls on every point in turn, not on one of them)."""
+    start = (repetition // 2) % len(points) if points else 0
+    turned = list(points[start:]) + list(points[:start])
+    return turned[::-1] if repetition % 2 else turned
 
 
 def merge_repeats(runs: list[RealPoint]) -> RealPoint:

@@ -456,7 +456,8 @@ class RealSpec(Strict):
     engine: Literal["local", "spark"] = "local"
     device: Literal["cpu", "gpu"] = "cpu"
     timeout: PositiveSeconds = Field(default="15 min", validate_default=True)
-    # runs of each point, interleaved (every point once, then again); results are their
+    # runs of each point, interleaved (every point once, then again, the grid forward and
+    # backward in turn: real.runner.round_order); results are their
     # means with 95% half-widths, as sim.replications are for the simulator
     repeats: int = Field(default=1, ge=1)
 

@@ -45,19 +45,20 @@ def fake(point_id: str, throughput: float, step_s: float) -> RealPoint:
 def test_runs_are_interleaved_and_combined(monkeypatch: pytest.MonkeyPatch) -> None:
     scenario = loads(SCENARIO)
     order: list[str] = []
-    values = iter([100.0, 200.0, 110.0, 210.0, 120.0, 230.0])
+    first, second = (p.id for p in scenario.points)
+    values = {first: iter([100.0, 110.0, 120.0]), second: iter([200.0, 210.0, 230.0])}
 
     def run_point(point: Any) -> RealPoint:
         order.append(point.id)
-        throughput = next(values)
+        throughput = next(values[point.id])
         return fake(point.id, throughput, 8 / throughput)
 
     monkeypatch.setattr(runner, "run_point", run_point)
     monkeypatch.setattr(runner, "check_supported", lambda spec: None)
     done = runner.run(scenario)
-    first, second = (p.id for p in scenario.points)
-    # every point once, then every point again: a slow spell of the machine hits both
-    assert order == [first, second] * 3
+    # every point once, then every point again (a slow spell of the machine hits both),
+    # forward and backward in turn, one place later every two rounds
+    assert order == [first, second, second, first, second, first]
     assert [p.point_id for p in done] == [first, second]
     one = done[0].row
     assert one["replications"] == 3
@@ -169,7 +170,8 @@ def test_recalibrate_measures_before_each_run_and_pools(
     )
     profile.write_text(dump_profile(calibrated))
     events: list[str] = []
-    speeds = iter([22.0, 30.0, 18.0, 34.0])  # P=1, P=2, P=1, P=2 in the order measured
+    # P=1, P=2, then P=2, P=1 in the order measured: the second round runs backward
+    speeds = iter([22.0, 30.0, 34.0, 18.0])
     transfers = iter([200.0, 100.0])  # MB/s, in the order measured
     collectives = iter([150.0, 100.0])
 
@@ -201,19 +203,21 @@ def test_recalibrate_measures_before_each_run_and_pools(
     assert cli.main(argv) == 0
     first, second = "devices_per_host=1", "devices_per_host=2"
     # each round of repeats: the transfer once, the 2-process all-reduce before the point
-    # that runs one, each just before the run it is for
-    assert (
-        events
-        == [
-            "measure P=1",
-            "transfer",
-            f"run {first}",
-            "measure P=2",
-            "all-reduce 2",
-            f"run {second}",
-        ]
-        * 2
-    )
+    # that runs one, each just before the run it is for; the second round runs backward
+    assert events == [
+        "measure P=1",
+        "transfer",
+        f"run {first}",
+        "measure P=2",
+        "all-reduce 2",
+        f"run {second}",
+        "measure P=2",
+        "transfer",
+        "all-reduce 2",
+        f"run {second}",
+        "measure P=1",
+        f"run {first}",
+    ]
     pooled = load_profile(profile)
     one, two = pooled.compute
     assert one.step_time == pytest.approx((20 + 22 + 18) / 3 * 1e-3, rel=1e-9)
@@ -320,3 +324,21 @@ def test_calibrate_measures_the_two_process_all_reduce_wherever_one_runs(
     counts.clear()
     calibrate.calibrate(loads(SCENARIO.replace("[1, 2]", "[1]")), say=lambda line: None)
     assert counts == []
+
+
+def test_round_order_turns_every_point_through_every_place() -> None:
+    points = list("abcdefgh")
+    rounds = [runner.round_order(points, r) for r in range(8)]
+    assert rounds[0] == points
+    assert rounds[1] == points[::-1]
+    assert rounds[2] == points[1:] + points[:1]
+    assert all(sorted(r) == points for r in rounds)  # every point once a round
+    # over 2 x 8 rounds every point runs first twice and last twice
+    rounds = [runner.round_order(points, r) for r in range(16)]
+    assert all(sum(r[0] == p for r in rounds) == 2 for p in points)
+    assert all(sum(r[-1] == p for r in rounds) == 2 for p in points)
+    # and no point always follows the same one
+    for p in points[1:]:
+        before = {r[r.index(p) - 1] for r in rounds if r.index(p) > 0}
+        assert len(before) > 1
+    assert runner.round_order([], 3) == []
