@@ -475,12 +475,17 @@ def measure_probe(probe: Probe, spec: ScenarioSpec, into: Measured) -> str:
         )
     u = measure_update(spec)
     into.updates.append(u)
+
+    def ms(name: str) -> str:
+        return f"{(getattr(u, name) or 0) * 1e3:.3g}"
+
+    cpu = ", ".join(ms(f"{kind}_cpu") for kind in CLOSURES)
     return (
         f"update: {u.model} on {u.servers} server(s), one coordinator call: "
         f"{u.time * 1e3:.3g} ms (p10 {(u.p10 or 0) * 1e3:.3g}, p90 {(u.p90 or 0) * 1e3:.3g}); "
-        f"closures that read the model {(u.closure_read or 0) * 1e3:.3g} ms, and push to "
-        f"accumulators {(u.closure_accumulate or 0) * 1e3:.3g} ms, or apply "
-        f"{(u.closure_apply or 0) * 1e3:.3g} ms"
+        f"closures that read the model {ms('closure_read')} ms, and push to accumulators "
+        f"{ms('closure_accumulate')} ms, or apply {ms('closure_apply')} ms, a bare closure "
+        f"{ms('closure_bare')} ms" + (f" (CPU {cpu} ms)" if u.closure_bare_cpu is not None else "")
     )
 
 

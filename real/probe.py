@@ -7,7 +7,8 @@
 - `update`: a coordinator, one worker and S servers under ParameterServerStrategy; the
   coordinator builds the scenario's model and times the call that applies a synchronous
   round's gradients on the servers (`real.ps.sync_update`), and closures that read the
-  model, and push a gradient to it as a synchronous or an asynchronous closure does.
+  model, and push a gradient to it as a synchronous or an asynchronous closure does, and
+  a bare closure that reads one scalar, with the CPU the machine spent on each.
 - `allreduce`: N processes under MultiWorkerMirroredStrategy (RING on CPU) time a sum
   all-reduce of S bytes, as nccl-tests' all_reduce_perf does.
 
@@ -251,7 +252,9 @@ def update(job: dict[str, Any]) -> None:
     `closure_read` reads every weight; `closure_accumulate` also adds a gradient to every
     accumulator and counts it (a synchronous closure's push, without backup workers);
     `closure_apply` applies the gradient with the optimizer instead (an asynchronous
-    closure's push and update).
+    closure's push and update); `closure_bare` reads one scalar on a server and nothing of
+    the model (what every closure pays besides the model: the dispatch, the worker's
+    function, the fetch). Around each the machine's CPU is read (`busy_cpu_s`).
     Their gradients are made on the worker from a value read at run time and nothing is
     computed, so each closure is what the job's closures pay besides their compute."""
     import tensorflow as tf
@@ -293,9 +296,12 @@ def update(job: dict[str, Any]) -> None:
         with tf.control_dependencies(adds):
             return gathered.assign_add(1)
 
+    def bare() -> Any:  # what every closure pays: dispatch, a server's scalar, fetch
+        return gathered.read_value()
+
     closures = [
         (kind, tf.function(lambda body=body: strategy.run(body)))
-        for kind, body in zip(CLOSURES, (read, accumulate, apply_), strict=True)
+        for kind, body in zip(CLOSURES, (read, accumulate, apply_, bare), strict=True)
     ]
     protocol.emit({"event": "ready", "worker": 0, "time": time.time()})
     for i in range(job["warmup"] + job["repeats"]):
