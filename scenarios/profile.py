@@ -155,8 +155,10 @@ class UpdateEntry(_Strict):
     closure_bare: PositiveSeconds | None = None
     # the CPU time the machine's cores spent while each closure ran (all processes, all
     # cores: /proc/stat, Linux only; means; None elsewhere and in older profiles). Over
-    # the closure's time it says how many cores one closure keeps busy; a closure's
-    # beyond the bare one's is what `simulate` charges the cores for its pull and push
+    # the closure's time it says how many cores one closure keeps busy. Recorded, not
+    # used by `simulate`: closures run as this much CPU work (all of it, or beyond the
+    # bare closure's) predicted the validation runs worse than closures run as bytes
+    # (docs/validation.md)
     closure_read_cpu: Seconds | None = None
     closure_accumulate_cpu: Seconds | None = None
     closure_apply_cpu: Seconds | None = None
@@ -253,20 +255,6 @@ class Profile(_Strict):
         if e.closure_accumulate is None or e.closure_apply is None:
             return None
         return (e.closure_read, e.closure_accumulate, e.closure_apply)
-
-    def closures_cpu(
-        self, model: str, dtype: str, servers: int
-    ) -> tuple[float, float, float, float] | None:
-        """The CPU the machine spent on each closure of `model` on `servers` servers
-        (read, accumulate, apply, bare), if all four were measured."""
-        e = self._update_entry(model, dtype, servers)
-        if e is None:
-            return None
-        cpu = (e.closure_read_cpu, e.closure_accumulate_cpu, e.closure_apply_cpu)
-        if e.closure_bare_cpu is None or any(c is None for c in cpu):
-            return None
-        read, accumulate, apply = (float(c) for c in cpu if c is not None)
-        return (read, accumulate, apply, e.closure_bare_cpu)
 
     def _update_entry(self, model: str, dtype: str, servers: int) -> UpdateEntry | None:
         for e in self.updates:

@@ -42,17 +42,10 @@ at hand, never the multi-worker runs a simulation predicts. From it the simulato
   once, on several threads, faster than the transfer probe moves one tensor (here 7 ms
   for the 4.4 MB MLP, against 11 ms by the fit): it is bound by no process's port, only
   by the host's cores (`cores` below), and never by the server, which serves several
-  closures at once. Closures in flight at once share the cores as transfers do, by the
-  work they give them only: each pull or push waits out its round trips (its time alone
-  less what its work takes on the cores alone), then its work is one flow on the cores
+  closures at once. Closures in flight at once share the cores as transfers do, their
+  bytes only: each pull or push waits out its round trips (its time alone less what the
+  model's bytes take on the cores alone), then moves the bytes as one flow on the cores
   (sim/ps.py).
-- **closures' CPU** (where the profile has it, all four closures): what a pull or push
-  gives the cores is the CPU the machine spent on its closure alone (all processes:
-  coordinator, worker, servers) beyond a bare closure's (`closure_bare`: the dispatch,
-  the worker's function and the fetch, which every closure pays whatever it moves): the
-  reading closure's less the bare one's, the accumulating (or applying) one's less the
-  reading one's. Alone that work keeps every core busy for CPU / cpus. Without it, the
-  model's bytes at the cores' rate (`cores` below).
   Without closures (older profiles, or a cluster of more hosts than the one they were
   measured on) pulls and pushes move the shards' bytes by the transfer fit, and an
   asynchronous closure pays the update call less the bare call after its push.
@@ -126,10 +119,6 @@ class Calibration:
     # a closure's pull and push on the point's servers, each alone (the closure probes,
     # less the dispatch); the push of an asynchronous closure includes its update
     closure_s: tuple[float, float] | None = None
-    # the CPU (core-seconds, all processes) the machine spent on that pull and push alone
-    # beyond what a bare closure spends (the closure probes'): what each costs the
-    # host's cores; None where the profile has no closures' CPU (then their bytes do)
-    closure_cpu: tuple[float, float] | None = None
     # without closures measured: what an asynchronous closure pays beyond its push (the
     # update call's ops without the call)
     apply_s: float | None = None
@@ -334,7 +323,6 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     coordinator = None
     update_s = None
     closure_s = None
-    closure_cpu = None
     apply_s = None
     if spec.strategy.kind == "parameter_server":
         servers = spec.strategy.servers
@@ -368,9 +356,6 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             )
         closure_s, line = _closures(spec, profile, one_machine)
         (used if closure_s is not None else not_found).append(line)
-        if closure_s is not None:
-            closure_cpu, line = _closures_cpu(spec, profile)
-            (used if closure_cpu is not None else not_found).append(line)
         if closure_s is None and not spec.strategy.sync and update_s is not None:
             apply_s = max(update_s - (coordinator[1] if coordinator else 0.0), 0.0)
             used.append(
@@ -381,7 +366,6 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     return Calibration(
         update_s=update_s,
         closure_s=closure_s,
-        closure_cpu=closure_cpu,
         apply_s=apply_s,
         restart_s=restart_s,
         coordinator=coordinator,
@@ -445,33 +429,6 @@ def _closures(
         f"{pull * 1e3:.3g} ms alone, a {what} {push * 1e3:.3g} ms (closures on one "
         "worker, less the dispatch); closures in flight at once share the host's cores "
         "as transfers do"
-    )
-
-
-def _closures_cpu(spec: ScenarioSpec, profile: Profile) -> tuple[tuple[float, float] | None, str]:
-    """What a closure's pull and push cost the host's cores, and the line saying so: the
-    CPU the machine spent (all processes) on the reading closure less the bare one's (the
-    dispatch, the worker's function and the fetch, which every closure pays and which the
-    model's bytes do not add to), and on the accumulating (synchronous) or applying
-    (asynchronous) closure less the reading one's. Differences below zero are the probes'
-    noise and count as none. None where the profile has no closures' CPU (older
-    profiles, machines without /proc/stat)."""
-    model, dtype, servers = spec.model, spec.model.dtype, spec.strategy.servers
-    measured = _of_model(model, lambda name: profile.closures_cpu(name, dtype, servers))
-    if measured is None:
-        return None, (
-            f"closures' CPU: not measured for {model.name} on {servers} server(s) in "
-            f"{spec.cluster.profile}; closures in flight at once share the cores by their "
-            "bytes"
-        )
-    read, accumulate, apply, bare = measured
-    pull = max(read - bare, 0.0)
-    push = max((accumulate if spec.strategy.sync else apply) - read, 0.0)
-    return (pull, push), (
-        f"closures' CPU: a pull costs the cores {pull * 1e3:.3g} ms of CPU, a push "
-        f"{push * 1e3:.3g} ms (the closures' CPU beyond the bare closure's "
-        f"{bare * 1e3:.3g} ms); closures in flight at once, transfers and the workers' "
-        "compute share the host's cores"
     )
 
 

@@ -108,11 +108,8 @@ class ParameterServerTraining(Training):
         # on the calibrated machine, a closure's pull and push each take what the closure
         # probes measured alone (the model's variables move several at once, faster than
         # the transfer probe's one tensor), and closures in flight at once share the
-        # host's cores as transfers do, by the work they give them (`_closure_flow`)
+        # host's cores as transfers do, by their bytes (`_closure_flow`)
         self.closure_s: tuple[float, float] | None = cal.closure_s if cal else None
-        # that work: the CPU beyond a bare closure's each spent alone, where the profile
-        # has it; else the model's bytes
-        self.closure_cpu: tuple[float, float] | None = cal.closure_cpu if cal else None
         # without them, an asynchronous closure's update after its push: the update
         # call's ops without the call
         self.apply_s: float = (cal.apply_s if cal else None) or 0.0
@@ -160,7 +157,7 @@ class ParameterServerTraining(Training):
                 self.sim.dropped_gradients += 1
 
         if self.closure_s is not None:  # one flow for every shard's part
-            event = self._closure_flow(node, 1)
+            event = self._closure_flow(node, self.closure_s[1])
             for j in range(len(self.shards)):
                 event.callbacks.append(functools.partial(arrived, j=j))
             events.append(event)
@@ -174,7 +171,7 @@ class ParameterServerTraining(Training):
 
     def pull(self, node: int, worker: Worker) -> simpy.Event:
         if self.closure_s is not None:
-            event = self._closure_flow(node, 0)
+            event = self._closure_flow(node, self.closure_s[0])
         else:
             event = self.sim.network.transfers(
                 [(shard, node) for shard, _ in self.shards],
@@ -184,24 +181,16 @@ class ParameterServerTraining(Training):
         worker.inflight = [event]
         return event
 
-    def _closure_flow(self, node: int, part: int) -> simpy.Event:
-        """A closure's pull (`part` 0) or push (1), which alone takes what the closure
-        probes measured: work on the host's cores, one flow, after a wait for the rest of
-        that time (its round trips). The work is the CPU the machine spent on it alone
-        (`closure_cpu`), or without it the model's bytes; alone it keeps all the cores
-        busy (cpu / cpus, or the bytes at the cores' rate). Beside other flows in flight
-        on the host (closures, transfers, the workers' compute) the work shares the cores
-        and slows as they do; the round trips do not. Work that would take longer than
-        the probe's time alone is all flow (sized to take that time alone)."""
-        assert self.closure_s is not None
-        alone_s = self.closure_s[part]
+    def _closure_flow(self, node: int, alone_s: float) -> simpy.Event:
+        """A closure's pull or push, which alone takes `alone_s` (the closure probe's
+        time): the model's bytes moved as one flow on the host's cores, after a wait for
+        the rest of the probe's time (its round trips). Beside other flows in flight on
+        the host the bytes share the cores and slow as they do; the round trips do not.
+        A probe time shorter than the bytes take at the cores' rate is all flow (sized to
+        take that time alone)."""
         route = self.sim.topology.cores_route(node)
         rate = self.sim.topology.narrowest(route)
-        if self.closure_cpu is not None and self.sim.calibration is not None:
-            cpus = self.sim.calibration.profile.machine.cpus  # the cores: `rate` is all
-            moving_s = min(alone_s, self.closure_cpu[part] / cpus)
-        else:
-            moving_s = min(alone_s, self.total_bytes / rate)
+        moving_s = min(alone_s, self.total_bytes / rate)
         waiting = dataclasses.replace(route, latency=route.latency + alone_s - moving_s)
         return self.sim.network.flow(waiting, moving_s * rate)
 
@@ -313,7 +302,7 @@ class ParameterServerTraining(Training):
 
     def push_async(self, node: int, worker: Worker) -> list[simpy.Event]:
         if self.closure_s is not None:  # push and update, one flow for every shard's part
-            events = [self._closure_flow(node, 1)]
+            events = [self._closure_flow(node, self.closure_s[1])]
         else:
             net = self.sim.network
             events = [
