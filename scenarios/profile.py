@@ -150,8 +150,8 @@ class UpdateEntry(_Strict):
     closure_accumulate: PositiveSeconds | None = None
     closure_apply: PositiveSeconds | None = None
     # `closure_bare` reads one scalar on a server and nothing of the model: the dispatch,
-    # the worker's function and the fetch that every closure pays (None before
-    # 2026-12-01)
+    # the worker's function and the fetch that every closure pays (None in profiles
+    # written before c5c6f50)
     closure_bare: PositiveSeconds | None = None
     # the CPU time the machine's cores spent while each closure ran (all processes, all
     # cores: /proc/stat, Linux only; means; None elsewhere and in older profiles). Over
