@@ -482,7 +482,7 @@ def measure_probe(probe: Probe, spec: ScenarioSpec, into: Measured) -> str:
     cpu = ", ".join(ms(f"{kind}_cpu") for kind in CLOSURES)
     return (
         f"update: {u.model} on {u.servers} server(s), one coordinator call: "
-        f"{u.time * 1e3:.3g} ms (p10 {(u.p10 or 0) * 1e3:.3g}, p90 {(u.p90 or 0) * 1e3:.3g}); "
+        f"{ms('time')} ms (p10 {ms('p10')}, p90 {ms('p90')}); "
         f"closures that read the model {ms('closure_read')} ms, and push to accumulators "
         f"{ms('closure_accumulate')} ms, or apply {ms('closure_apply')} ms, a bare closure "
         f"{ms('closure_bare')} ms" + (f" (CPU {cpu} ms)" if u.closure_bare_cpu is not None else "")
