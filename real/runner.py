@@ -53,6 +53,11 @@ def check_supported(spec: ScenarioSpec) -> None:
             f"strategy.algorithm: {st.algorithm} (TensorFlow's MultiWorkerMirroredStrategy "
             "offers ring on CPU and NCCL's own choice on GPU)"
         )
+    elif st.overlap:
+        problems.append(
+            "strategy.overlap: true (MultiWorkerMirroredStrategy all-reduces once the whole "
+            "backward pass is done; set overlap: false)"
+        )
     if st.kind == "independent" and spec.failures:
         problems.append("failures with independent trials")
     if spec.real.engine != "local":
@@ -97,6 +102,7 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[dict[str, A
         "warmup_steps": spec.training.warmup_steps,
         "steps": spec.training.steps,
         "data": spec.training.data,
+        "bytes_per_pack": bytes_per_pack(spec),
     }
     st = spec.strategy
     if st.kind == "parameter_server":  # even alone, a worker talks to its servers
@@ -119,6 +125,20 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[dict[str, A
         servers = [dict(common, role="ps", index=j, serve=True) for j in range(st.servers)]
         return [chief, *workers_, *servers]
     return [dict(common, index=i, **stragglers_of(spec, i)) for i in range(n)]
+
+
+def bytes_per_pack(spec: ScenarioSpec) -> int:
+    """`strategy.fusion_buffer` as MultiWorkerMirroredStrategy's `bytes_per_pack`: packs
+    close once they exceed it, in variable order, as the simulator's buckets close once
+    they reach it; 0 (TensorFlow: one pack of every gradient) where one bucket holds them
+    all. `fusion_buffer: 0` (one tensor a bucket) is 1 byte: every pack closes after its
+    first tensor."""
+    if spec.strategy.kind != "allreduce":
+        return 0
+    fusion = spec.strategy.fusion_buffer
+    if fusion >= spec.model.gradient_bytes:
+        return 0
+    return max(1, int(fusion))
 
 
 def stragglers_of(spec: ScenarioSpec, worker: int) -> dict[str, Any]:

@@ -35,6 +35,7 @@ def _strategy(tf: Any, job: dict[str, Any]) -> Any:
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=comm.NCCL if job["device"] == "gpu" else comm.RING,
         timeout_seconds=job["collective_timeout_s"],
+        bytes_per_pack=job.get("bytes_per_pack", 0),
     )
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 

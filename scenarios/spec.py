@@ -383,6 +383,12 @@ class StrategySpec(Strict):
             raise ValueError("kind independent needs 'trials' (a mapping of lists)")
         if self.sync and "staleness" in self.model_fields_set and self.staleness is not None:
             raise ValueError("'staleness' applies to asynchronous training (sync: false) only")
+        if not self.sync and self.local_aggregation:
+            # a host's devices summing their gradients before one push is a rendezvous of
+            # the host's devices every step: synchronous by construction
+            raise ValueError(
+                "'local_aggregation' applies to synchronous training (sync: true) only"
+            )
         return self
 
 
@@ -530,6 +536,16 @@ class ScenarioSpec(Strict):
                 raise _LocatedError(
                     ("failures", i, "index"), f"parameter server {failure.index} does not exist"
                 )
+        if ps and not self.strategy.sync and self.training.steps < workers:
+            # asynchronous steps are updates, all workers together: fewer than one per
+            # worker measure less than one iteration of each, and a window of updates
+            # that all land in the first round can have no length at all
+            raise _LocatedError(
+                ("training", "steps"),
+                f"{self.training.steps} updates measure less than one iteration of each of "
+                f"{workers} asynchronous workers; give at least {workers} (asynchronous "
+                "parameter servers count updates, all workers together)",
+            )
         if ps and self.strategy.backup_workers >= workers:
             raise _LocatedError(
                 ("strategy", "backup_workers"),

@@ -266,3 +266,23 @@ def test_model_variables_in_creation_order() -> None:
     assert sum(resnet.variables()) == resnet.total_params
     resized = loads(MINIMAL.replace("model: resnet50", "model: {params: 3e6}"))
     assert resized.points[0].spec.model.variables() == [3e6]
+
+
+def test_local_aggregation_needs_sync() -> None:
+    msg = error_of(
+        MINIMAL
+        + "strategy: {kind: parameter_server, servers: 2, sync: false, local_aggregation: true}\n"
+    )
+    assert msg == (
+        "strategy: 'local_aggregation' applies to synchronous training (sync: true) only"
+    )
+
+
+def test_asynchronous_updates_cover_every_worker() -> None:
+    # 8 workers, asynchronous: 7 updates would not measure one iteration of each worker
+    text = MINIMAL + "strategy: {kind: parameter_server, sync: false}\n"
+    msg = error_of(text + "training: {steps: 7}\n")
+    assert msg.startswith("training.steps: 7 updates measure less than one iteration")
+    assert "of 8 asynchronous workers; give at least 8" in msg
+    (point,) = loads(textwrap.dedent(text + "training: {steps: 8}\n")).points
+    assert point.spec.training.steps == 8

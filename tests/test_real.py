@@ -34,7 +34,7 @@ seed: 3
 model: {name: tiny-mlp, keras: {builder: mlp, inputs: 64, hidden: [128], classes: 10}}
 cluster: {hosts: 1, devices_per_host: 2, device: cpu, host_link: loopback}
 training: {batch_per_worker: 16, steps: 12, warmup_steps: 2, learning_rate: {base: 0.05}}
-strategy: {kind: allreduce, algorithm: ring}
+strategy: {kind: allreduce, algorithm: ring, overlap: false}
 real: {timeout: 3 min}
 """
 

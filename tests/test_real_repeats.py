@@ -20,7 +20,7 @@ name: repeated
 model: mlp
 cluster: {hosts: 1, devices_per_host: 1, device: cpu, host_link: loopback, network: 1GbE}
 training: {batch_per_worker: 8, steps: 3, warmup_steps: 1}
-strategy: {kind: allreduce, algorithm: ring}
+strategy: {kind: allreduce, algorithm: ring, overlap: false}
 real: {repeats: 3}
 sweep:
   cluster.devices_per_host: [1, 2]
