@@ -10,8 +10,9 @@ from scenarios import load
 from sim.runner import simulate_point
 
 LIBRARY = sorted((Path(__file__).resolve().parent.parent / "scenarios" / "library").glob("*.yaml"))
-SHORT = ("training.steps=4", "training.warmup_steps=1")  # a few steps are enough here
-# (4: with 4 identical async workers, updates end in fours; 2 would measure no interval)
+# a few steps are enough here: 16, as many updates as the largest asynchronous job has
+# workers (fewer would measure less than one iteration of each worker: refused)
+SHORT = ("training.steps=16", "training.warmup_steps=1")
 
 
 def test_library_is_not_empty() -> None:
