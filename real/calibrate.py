@@ -426,7 +426,7 @@ def probes_of(spec: ScenarioSpec) -> list[Probe]:
     transfer (with the exchange and small messages) always; wherever processes move
     tensors between them (all-reduce on several, parameter servers), the all-reduce on 2
     processes: what each moves each way sending as it receives, and what a busy core moves
-    (sim/calibration.py, "exchange" and "cores"); under all-reduce, the collective on as
+    (sim/costs/measured.py, "exchange" and "cores"); under all-reduce, the collective on as
     many processes as the point's too (reported, not used); under parameter servers, the
     coordinator and the model's update and closures on the point's servers."""
     probes: list[Probe] = [("transfer",)]

@@ -21,7 +21,7 @@ from scenarios import UserError, load
 from scenarios.cli import scenario_parser
 from scenarios.results import provenance, write_run
 
-from .calibration import run_summary
+from .costs.explain import run_summary
 from .runner import PointResult, run
 
 

@@ -58,9 +58,7 @@ class Supervisor:
         self.env = sim.env
         spec = sim.spec
         self.kind = spec.strategy.kind
-        self.restart_overhead = spec.checkpoint.restart_overhead
-        if sim.calibration is not None and sim.calibration.restart_s is not None:
-            self.restart_overhead = sim.calibration.restart_s  # measured on this machine
+        self.restart_overhead = sim.costs.restart_s  # measured, or the scenario's
         self.recovery: simpy.Process | None = None
         self.resumed_at = 0.0
         self.training: Training = trainings()[self.kind](sim, 0)

@@ -93,26 +93,22 @@ class ParameterServerTraining(Training):
         self.down: set[int] = set()
         self.bound = spec.staleness
         self.waiting: list[tuple[int, int, simpy.Event]] = []
-        # calibrated coordinator round trips (none without a profile that has them)
-        cal = sim.calibration
-        timing = cal.coordinator if cal and cal.coordinator else (0.0, 0.0)
-        self.dispatch_s: float = timing[0]
-        self.call_s: float = timing[1]
-        # the measured update of the whole model on the servers, one coordinator call: it
-        # ends a synchronous round
-        update = cal.update_s if cal else None
-        self.update_s: float = update if update is not None else self.call_s
+        costs = sim.costs.servers
+        self.dispatch_s = costs.dispatch_s  # a closure reaches its worker
+        # the update of the whole model on the servers, one coordinator call: it ends a
+        # synchronous round
+        self.update_s = costs.update_s
         # without closures measured (below), a pull or push is a call of its own: it pays
-        # a call's fixed cost beyond its message's latency, as the transfer probe measured
-        self.setup_s: float = cal.call_s if cal else 0.0
+        # a call's fixed cost beyond its message's latency
+        self.setup_s = costs.call_s
         # on the calibrated machine, a closure's pull and push each take what the closure
         # probes measured alone (the model's variables move several at once, faster than
         # the transfer probe's one tensor), and closures in flight at once share the
         # host's cores as transfers do, by their bytes (`_closure_flow`)
-        self.closure_s: tuple[float, float] | None = cal.closure_s if cal else None
+        self.closure_s = costs.closure_s
         # without them, an asynchronous closure's update after its push: the update
         # call's ops without the call
-        self.apply_s: float = (cal.apply_s if cal else None) or 0.0
+        self.apply_s = costs.apply_s
         self.workers = [Worker(self, w) for w in range(sim.workers)]
         if self.sync:
             self.spawn(self.coordinate())

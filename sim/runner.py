@@ -136,8 +136,7 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         sim = Simulation(
             spec, trace=trace and replication == 0, replication=replication, profile=point.profile
         )
-        if sim.calibration is not None:
-            calibration = sim.calibration.summary()
+        calibration = sim.costs.summary(spec)
         outcome = sim.run()
         rows.append(summarize(spec, outcome))
         frames.append(_steps_frame(point.id, replication, spec, outcome))

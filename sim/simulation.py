@@ -16,13 +16,12 @@ import numpy as np
 import simpy
 
 from scenarios import vocab
-from scenarios.profile import Profile, load_profile
+from scenarios.profile import Profile
 from scenarios.spec import ScenarioSpec
 from scenarios.streams import stream
 from scenarios.trace import ChromeTracer, NullTracer
 
-from .calibration import Calibration, calibrate
-from .compute import ComputeModel
+from .costs import cost_model
 from .network import make_network
 from .stragglers import Stragglers
 from .topology import Topology
@@ -63,7 +62,8 @@ class Simulation:
     """Simulate one resolved scenario point: `Simulation(spec).run()`.
 
     `profile`: the calibration profile `spec.cluster.profile` names, as `scenarios.load`
-    put it on the point (`Point.profile`); read from the path when not given.
+    put it on the point (`Point.profile`); read from the path when not given. What
+    everything costs comes from `sim.costs.cost_model`, asked once here.
     """
 
     def __init__(
@@ -76,35 +76,17 @@ class Simulation:
         self.spec = spec
         self.replication = replication
         self.env = simpy.Environment()
-        if profile is None and spec.cluster.profile is not None:
-            profile = load_profile(spec.cluster.profile)
-        self.calibration: Calibration | None = calibrate(spec, profile)
-        cal = self.calibration
-        self.compute = ComputeModel(spec, cal.step_s if cal else None)
+        #: every cost this point's engine asks: the catalog's, or the profile's
+        self.costs = cost_model(spec, profile)
+        self.compute = self.costs.compute
+        self.compute_rate = self.costs.compute_rate
         strategy = spec.strategy
         dedicated = (
             strategy.servers
             if strategy.kind == "parameter_server" and strategy.placement == "dedicated"
             else 0
         )
-        # on the calibrated machine compute is CPU work the transfers share the cores with:
-        # a second of measured compute is this many bytes in the loopback's unit (the cores
-        # the measured step held x what one core moves); only in the flow network (the
-        # analytical one has no contention: there compute keeps its measured time)
-        self.compute_rate: float | None = None
-        if cal is not None and cal.compute_cores is not None and cal.core_rate is not None:
-            self.compute_rate = cal.compute_cores * cal.core_rate
-        if cal is None:
-            self.topology = Topology(spec.cluster, dedicated)
-        else:
-            self.topology = Topology(
-                cal.cluster(spec.cluster),
-                dedicated,
-                cal.loopback_capacity,
-                cal.one_machine,
-                cal.duplex,
-                cal.core_rate if self.compute_rate is not None else None,
-            )
+        self.topology = Topology(spec.cluster, dedicated_servers=dedicated, links=self.costs.links)
         self.network = make_network(spec.sim.network_model, self.env, self.topology)
         self.tracer: ChromeTracer | NullTracer = (
             ChromeTracer(spec.cluster.devices_per_host) if trace else NullTracer()

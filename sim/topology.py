@@ -10,7 +10,7 @@ Links (each one direction of a full-duplex port; capacity in bytes/s):
   * each host's NIC, out and in (`network`);
   * the switch core, shared by every inter-host message, when `oversubscription` > 1:
     capacity = (all hosts' NIC bandwidth) / oversubscription.
-  * with a calibration profile (`sim/calibration.py`), each host's loopback: the CPU that
+  * with a calibration profile (`sim/costs/measured.py`), each host's loopback: the CPU that
     moves tensors between its processes, capacity `cpus x` what one core moves
     (`Calibration.loopback_capacity`); on one machine each worker's compute is CPU work
     on it too, through a link of one core of its own (`compute_route`); and
@@ -37,6 +37,8 @@ import numpy as np
 
 from scenarios.spec import ClusterSpec
 
+from .costs import Links
+
 #: paths have at most this many links (NIC out, core, NIC in); with ports that carry
 #: both ways apart (calibrated, duplex other than 1) one more each: the two ports one way,
 #: the two ports both ways, the loopback (`Topology.max_path`)
@@ -58,23 +60,20 @@ class Topology:
     def __init__(
         self,
         cluster: ClusterSpec,
+        *,
         dedicated_servers: int = 0,
-        loopback: float | None = None,
-        one_machine: bool = False,
-        duplex: float = 1.0,
-        core: float | None = None,
+        links: Links | None = None,
     ):
-        """`loopback`: bytes/s the messages inside one host share (None: unlimited);
-        `one_machine`: dedicated servers run on host 0 (see the module's docstring);
-        `duplex` (with `loopback`): what a port carries both ways together, in multiples
-        of what it carries one way; `core` (with `loopback`): bytes/s one core moves,
-        where compute shares the host's cores with transfers (`compute_route`)."""
+        """`cluster`: hosts and devices per host; `links`: what each link carries and what a
+        message costs (the cost model's, `sim/costs`; the catalog's by default)."""
+        links = Links.of(cluster) if links is None else links
         self.hosts = cluster.hosts
         self.devices_per_host = cluster.devices_per_host
         self.workers = cluster.workers
         self.dedicated_servers = dedicated_servers
         n, h = self.workers, self.hosts
         self.n_nodes = n + h + dedicated_servers
+        one_machine = links.one_machine
         # host of every node; dedicated servers get hosts h .. h + servers - 1
         d = dedicated_servers
         servers_host = np.zeros(d) if one_machine else h + np.arange(d)
@@ -82,8 +81,9 @@ class Topology:
             [np.arange(n) // self.devices_per_host, np.arange(h), servers_host]
         ).astype(np.int64)
         all_hosts = h + dedicated_servers
-        fabric = cluster.host_link.bandwidth
-        nic = cluster.network.bandwidth
+        fabric = links.fabric_bandwidth
+        nic = links.network_bandwidth
+        loopback, duplex = links.loopback, links.duplex
         # link layout: [port out | port in] for the n + h fabric ports (and the dedicated
         # servers' on one machine), then NICs, then core, then loopbacks
         ports = n + h + (dedicated_servers if one_machine else 0)
@@ -110,21 +110,21 @@ class Topology:
         self._nic_in = directions * ports + all_hosts
         capacity += [nic] * (2 * all_hosts)
         self.core: int | None = None
-        if cluster.network.oversubscription > 1:
+        if links.oversubscription > 1:
             self.core = len(capacity)
-            capacity.append(all_hosts * nic / cluster.network.oversubscription)
+            capacity.append(all_hosts * nic / links.oversubscription)
         self._loopback: int | None = None
         if loopback is not None:
             self._loopback = len(capacity)
             capacity += [loopback] * all_hosts
         # a worker's compute: one core at most, in the loopback's unit (bytes a core moves)
         self._core: int | None = None
-        if core is not None and loopback is not None:
+        if links.core is not None and loopback is not None:
             self._core = len(capacity)
-            capacity += [core] * n
+            capacity += [links.core] * n
         self.capacity = np.asarray(capacity, dtype=float)
-        self.fabric_latency = cluster.host_link.latency
-        self.network_latency = cluster.network.latency
+        self.fabric_latency = links.fabric_latency
+        self.network_latency = links.network_latency
         self._cache: dict[tuple[int, int], Route] = {}
 
     def worker(self, w: int) -> int:

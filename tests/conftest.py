@@ -14,6 +14,7 @@ import simpy
 from scenarios import load
 from scenarios.loader import set_path, validate
 from scenarios.spec import ClusterSpec, ScenarioSpec
+from sim.costs.explain import explain
 from sim.metrics import summarize
 from sim.network import make_network
 from sim.simulation import Simulation
@@ -74,7 +75,7 @@ def cluster(
 def timed(model: str, spec: ClusterSpec, body: Callable[[Any], Any], servers: int = 0) -> float:
     """Run `body(net)` (a generator) on a fresh network; return the simulated time taken."""
     env = simpy.Environment()
-    net = make_network(model, env, Topology(spec, servers))
+    net = make_network(model, env, Topology(spec, dedicated_servers=servers))
 
     def proc() -> Any:
         yield from body(net)
@@ -143,3 +144,21 @@ def write(tmp_path: Path, profile: str = PROFILE, scenario: str = SCENARIO) -> P
 def simulate(path: Path, *sets: str) -> dict[str, Any]:
     point = load(path, sets).points[0]
     return summarize(point.spec, Simulation(point.spec, profile=point.profile).run())
+
+
+class Calibrated:
+    """A point's calibration (`sim/costs/measured.py`) with its lines in words
+    (`sim/costs/explain.py`): `used`, `not_found`, and every field of the calibration."""
+
+    def __init__(self, spec: Any, cal: Any):
+        self.cal = cal
+        self.used, self.not_found = explain(spec, cal)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cal, name)
+
+
+def calibration_of(spec: Any, profile: Any = None) -> Calibrated | None:
+    """What the simulation of `spec` took from its profile, or None without one."""
+    cal = Simulation(spec, profile=profile).costs.calibration
+    return None if cal is None else Calibrated(spec, cal)

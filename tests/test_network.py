@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ from conftest import cluster, timed
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.costs import Links
 from sim.network import FlowNetwork, make_network, max_min_rates
 from sim.topology import Topology
 
@@ -185,7 +187,10 @@ def test_flows_on_the_cores_share_the_loopback(network_model: str) -> None:
     # flow on the host's cores (a parameter-server closure's) crosses no port; three at
     # once share the loopback, 100 MB/s each. Without contention (analytical) each takes
     # the loopback's time alone regardless
-    topology = Topology(cluster(1, 3, link_bw="200 MB/s"), loopback=300e6)
+    topology = Topology(
+        cluster(1, 3, link_bw="200 MB/s"),
+        links=replace(Links.of(cluster(1, 3, link_bw="200 MB/s")), loopback=300e6),
+    )
     routes = [topology.cores_route(w) for w in range(3)]
     assert all(len(r.links) == 1 and r.latency == 0.0 for r in routes)
     assert topology.narrowest(routes[0]) == 300e6

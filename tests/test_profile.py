@@ -1,5 +1,5 @@
 """Calibration profiles: the format (scenarios/profile.py), loading them with a scenario
-(scenarios/loader.py) and what `simulate` takes from them (sim/calibration.py; for
+(scenarios/loader.py) and what `simulate` takes from them (sim/costs/; for
 parameter servers, test_calibration_ps.py), checked against closed forms written out here
 from the profile's numbers (the profile and helpers are conftest's)."""
 
@@ -20,6 +20,7 @@ from conftest import (
     STEP_1,
     STEP_2,
     S,
+    calibration_of,
     simulate,
     write,
 )
@@ -176,7 +177,7 @@ def test_no_profile_no_calibration(tmp_path: Path) -> None:
     point = load(path).points[0]
     assert point.profile is None and point.spec.cluster.profile is None
     sim = Simulation(point.spec)
-    assert sim.calibration is None
+    assert sim.costs.calibration is None
     assert sim.compute.step_s == pytest.approx(CATALOG_STEP)
 
 
@@ -297,7 +298,7 @@ def test_the_two_process_all_reduce_sets_what_a_port_carries_both_ways(
     assert rate == pytest.approx(140e6 / 3)
     assert row["step_time_mean_s"] == pytest.approx(STEP_2 * 3 / 2 + ring(3, rate), rel=1e-9)
     point = load(path, ["cluster.devices_per_host=2"]).points[0]
-    calibration = Simulation(point.spec, profile=point.profile).calibration
+    calibration = calibration_of(point.spec, point.profile)
     assert calibration is not None and calibration.duplex == pytest.approx(0.875)
     assert any(
         line.startswith("exchange: the 2-process all-reduce moved 70") for line in calibration.used
@@ -352,9 +353,10 @@ def test_model_missing_from_profile_falls_back(tmp_path: Path) -> None:
     point = load(path).points[0]
     sim = Simulation(point.spec, profile=point.profile)
     assert sim.compute.step_s == pytest.approx(CATALOG_STEP)
-    assert sim.calibration is not None
-    assert sim.calibration.not_found and "no entry for model toy" in sim.calibration.not_found[0]
-    assert any(u.startswith("transfer:") for u in sim.calibration.used)
+    calibration = calibration_of(point.spec, point.profile)
+    assert calibration is not None
+    assert calibration.not_found and "no entry for model toy" in calibration.not_found[0]
+    assert any(u.startswith("transfer:") for u in calibration.used)
 
 
 def test_profile_without_transfer_keeps_the_catalog_link(tmp_path: Path) -> None:

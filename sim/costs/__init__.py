@@ -1,0 +1,145 @@
+"""What everything costs, in one place that the engine asks.
+
+`cost_model(spec, profile)` answers, once per simulated point, what a compute step, a
+message, a transfer's links, a collective and a parameter server's round cost here: from
+the catalog (`scenarios/catalog/*.yaml`: the device's speed, the host link, the network)
+or, where the scenario names a calibration profile, from what it measured
+(`sim/costs/measured.py`). The engine (`sim/simulation.py`, the strategies, the topology)
+reads the frozen `CostModel` it returns and nothing else of the catalog or the profile;
+the network keeps its narrow interface (`sim/network.py`). `sim/costs/explain.py` says in
+words which measured numbers a point took. Formulas: docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scenarios.profile import Profile, load_profile
+from scenarios.spec import ClusterSpec, ScenarioSpec
+
+from ..compute import ComputeModel
+from . import explain
+from .measured import Calibration, calibrate
+
+
+@dataclass(frozen=True)
+class Links:
+    """What the topology's links carry and what a message on them costs (SI units).
+
+    Catalog: a device's port into its host's fabric (`host_link`) and each host's NIC
+    (`network`), per direction. Calibrated machine (`sim/costs/measured.py`): the fabric is
+    the measured point-to-point transfer, and the host's cores are a link of their own."""
+
+    fabric_bandwidth: float  # bytes/s, a device's port into its host's fabric, each way
+    fabric_latency: float  # seconds per message inside a host
+    network_bandwidth: float  # bytes/s, a host's NIC, each way
+    network_latency: float  # seconds per message between hosts
+    oversubscription: float = 1.0  # the switch core: all NICs' bandwidth / this
+    # the calibrated machine: bytes/s all transfers inside a host share (cores x what one
+    # core moves), None elsewhere
+    loopback: float | None = None
+    # what a port carries both ways together, in multiples of one way (with `loopback`)
+    duplex: float = 1.0
+    # bytes/s one core moves, where compute shares the host's cores with transfers
+    core: float | None = None
+    # every process of the job on the calibrated machine: dedicated servers are
+    # processes of host 0
+    one_machine: bool = False
+
+    @classmethod
+    def of(cls, cluster: ClusterSpec) -> Links:
+        """The catalog's links of a cluster."""
+        return cls(
+            fabric_bandwidth=cluster.host_link.bandwidth,
+            fabric_latency=cluster.host_link.latency,
+            network_bandwidth=cluster.network.bandwidth,
+            network_latency=cluster.network.latency,
+            oversubscription=cluster.network.oversubscription,
+        )
+
+
+@dataclass(frozen=True)
+class ServerCosts:
+    """What a parameter server's round costs beyond moving its bytes (seconds)."""
+
+    dispatch_s: float = 0.0  # a closure reaches its worker, before the pull
+    call_s: float = 0.0  # a pull or push issued as a call of its own, beyond its messages
+    update_s: float = 0.0  # the synchronous round's update, one call on the servers
+    # a closure's pull and push alone on the calibrated machine (their bytes then share the
+    # host's cores); None: pulls and pushes move the shards' bytes over the links
+    closure_s: tuple[float, float] | None = None
+    apply_s: float = 0.0  # an asynchronous closure's update after its push
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Every cost the engine asks for one point."""
+
+    compute: ComputeModel
+    links: Links
+    servers: ServerCosts
+    restart_s: float  # relaunching the job after a fatal failure
+    # on the calibrated machine: bytes (in the cores' unit) one second of measured compute
+    # is, so that compute and transfers share the host's cores; None elsewhere
+    compute_rate: float | None = None
+    calibration: Calibration | None = None
+
+    def summary(self, spec: ScenarioSpec) -> dict[str, Any] | None:
+        """meta.json's account of the calibration profile's numbers, if one was named."""
+        return None if self.calibration is None else explain.summary(spec, self.calibration)
+
+
+def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
+    """The costs of one point: the catalog's, or the calibration profile's where
+    `cluster.profile` names one (`profile`: that profile, already read)."""
+    if profile is None and spec.cluster.profile is not None:
+        profile = load_profile(spec.cluster.profile)
+    cal = calibrate(spec, profile)
+    compute = ComputeModel(spec, cal.step_s if cal else None)
+    if cal is None:
+        return CostModel(
+            compute=compute,
+            links=Links.of(spec.cluster),
+            servers=ServerCosts(),
+            restart_s=spec.checkpoint.restart_overhead,
+        )
+    # on the calibrated machine compute is CPU work the transfers share the cores with: a
+    # second of measured compute is this many bytes in the cores' unit (the cores the
+    # measured step held x what one core moves); only in the flow network (the analytical
+    # one has no contention: there compute keeps its measured time)
+    compute_rate = None
+    if cal.compute_cores is not None and cal.core_rate is not None:
+        compute_rate = cal.compute_cores * cal.core_rate
+    links = Links.of(spec.cluster)
+    if cal.transfer is not None:
+        links = Links(
+            fabric_bandwidth=cal.transfer.bandwidth,
+            fabric_latency=cal.message_s,
+            network_bandwidth=links.network_bandwidth,
+            network_latency=links.network_latency,
+            oversubscription=links.oversubscription,
+            loopback=cal.loopback_capacity,
+            duplex=cal.duplex,
+            core=cal.core_rate if compute_rate is not None else None,
+            one_machine=cal.one_machine,
+        )
+    coordinator = cal.coordinator or (0.0, 0.0)
+    servers = ServerCosts(
+        dispatch_s=coordinator[0],
+        call_s=cal.call_s,
+        update_s=cal.update_s if cal.update_s is not None else coordinator[1],
+        closure_s=cal.closure_s,
+        apply_s=cal.apply_s or 0.0,
+    )
+    return CostModel(
+        compute=compute,
+        links=links,
+        servers=servers,
+        restart_s=cal.restart_s if cal.restart_s is not None else spec.checkpoint.restart_overhead,
+        compute_rate=compute_rate,
+        calibration=cal,
+    )
+
+
+__all__ = ["CostModel", "Links", "ServerCosts", "cost_model"]

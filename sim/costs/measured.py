@@ -1,0 +1,233 @@
+"""The numbers a calibration profile (`cluster.profile`) gives one point, and only numbers.
+
+A profile (`scenarios/profile.py`, written by `run-real --calibrate`) measures the machine
+at hand, never the multi-worker runs a simulation predicts. `calibrate` reads it once per
+point through the profile's own look-ups and returns a frozen `Calibration`; the cost
+model (`sim/costs/__init__.py`) turns that into what the engine asks, and
+`sim/costs/explain.py` says in words which numbers were taken and which were missing.
+What each number is and how the engine uses it is docs/simulator.md, "Calibration".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from scenarios.profile import Fit, Profile, restart_job, server_processes
+from scenarios.spec import ScenarioSpec
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What a profile holds for one point; None where it holds nothing for it."""
+
+    path: str
+    profile: Profile
+    processes: int  # worker processes computing at once on a host
+    servers_beside: int  # listening server processes beside the computing ones
+    step_s: float | None  # measured single-worker step time with `processes` at once
+    step_model: str  # the model name (or its catalog base) the step time was found under
+    transfer: Fit | None  # the point-to-point fit between two processes of one host
+    one_machine: bool  # hosts == 1: every process of the job is on the calibrated machine
+    # each message of one call chained after another (the chain probe's slope, at most the
+    # fit's latency), and what a call of its own pays beyond it
+    message_s: float = 0.0
+    call_s: float = 0.0
+    # what a process's port carries both ways together, in multiples of one way, and the
+    # fit it came from ("allreduce": the 2-process all-reduce; "exchange"; "": neither)
+    duplex: float = 1.0
+    duplex_from: str = ""
+    # bytes/s one busy core moves between processes, and the probe it came from
+    # ("allreduce", "exchange", or "transfer": the one-way fit)
+    core_rate: float | None = None
+    core_from: str = ""
+    # the workers' compute is CPU work the transfers share the host's cores with
+    shared_cores: bool = False
+    # processes started to their first step: what relaunching the job costs, and how it
+    # was measured ("restart": this job relaunched; "startup": single-worker processes)
+    restart_s: float | None = None
+    restart_from: str = ""
+    # parameter servers: the coordinator's round trips (a closure dispatched and fetched,
+    # or queued under asynchronous training; a bare call on a server)
+    coordinator: tuple[float, float] | None = None
+    # the model's update on its servers, one coordinator call
+    update_s: float | None = None
+    # a closure's pull and push alone (probes less the dispatch); the push of an
+    # asynchronous closure includes its update
+    closure_s: tuple[float, float] | None = None
+    # closures measured, but not usable here (the cluster is not the calibrated machine)
+    closures_unplaced: bool = False
+    # without closures: what an asynchronous closure pays beyond its push
+    apply_s: float | None = None
+
+    @property
+    def cpus(self) -> int:
+        return self.profile.machine.cpus
+
+    @property
+    def compute_cores(self) -> float | None:
+        """Cores one worker's compute held when its step time was measured: P processes
+        computing at once on `cpus` cores, at most one each. None where compute does not
+        share the cores with transfers (`shared_cores`)."""
+        return core_share(self.cpus, self.processes) if self.shared_cores else None
+
+    @property
+    def loopback_capacity(self) -> float | None:
+        """Bytes/s all transfers in flight on one host share: cores x what one core moves."""
+        return None if self.core_rate is None else self.cpus * self.core_rate
+
+
+def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None:
+    """The calibration of one point, or None when the scenario names no profile."""
+    if profile is None or spec.cluster.profile is None:
+        return None
+    model, batch, dtype = spec.model, spec.training.batch_per_worker, spec.model.dtype
+    strategy = spec.strategy
+    processes = spec.cluster.devices_per_host
+    # parameter servers and the coordinator listen while the workers compute
+    servers_beside = server_processes(strategy.kind, strategy.servers)
+    step_s, step_model = None, model.name
+    for candidate in (model.name, model.base):
+        if candidate is None:
+            continue
+        step_s = profile.step_time(
+            candidate, batch, dtype, processes=processes, servers=servers_beside
+        )
+        if step_s is not None:
+            step_model = candidate
+            break
+    transfer = profile.transfer
+    one_machine = spec.cluster.hosts == 1 and transfer is not None
+    message_s = call_s = 0.0
+    if transfer is not None:
+        message_s = message_latency(profile, transfer)
+        call_s = transfer.latency - message_s
+    duplex, duplex_from = _duplex(profile, transfer)
+    point_to_point = strategy.kind == "parameter_server"
+    core_rate, core_from = None, ""
+    if transfer is not None:
+        probe = core_probe(profile, point_to_point)
+        core_rate, core_from = (
+            (transfer.bandwidth, "transfer") if probe is None else (probe[1].bandwidth, probe[0])
+        )
+    restart_s, restart_from = None, ""
+    if spec.failures and step_s is not None:
+        kind, job_servers = restart_job(strategy)
+        restart_s = profile.restart(step_model, batch, dtype, kind, spec.workers, job_servers)
+        restart_from = "restart"
+        if restart_s is None:
+            restart_s = profile.startup(step_model, batch, dtype, processes)
+            restart_from = "startup" if restart_s is not None else ""
+    servers: dict[str, Any] = {}
+    if strategy.kind == "parameter_server":
+        servers = _servers(spec, profile, one_machine)
+    return Calibration(
+        path=spec.cluster.profile,
+        profile=profile,
+        processes=processes,
+        servers_beside=servers_beside,
+        step_s=step_s,
+        step_model=step_model,
+        transfer=transfer,
+        one_machine=one_machine,
+        message_s=message_s,
+        call_s=call_s,
+        duplex=duplex,
+        duplex_from=duplex_from,
+        core_rate=core_rate,
+        core_from=core_from,
+        shared_cores=one_machine and step_s is not None and spec.sim.network_model == "flow",
+        restart_s=restart_s,
+        restart_from=restart_from,
+        **servers,
+    )
+
+
+def _duplex(profile: Profile, transfer: Fit | None) -> tuple[float, str]:
+    """What a process's port carries both ways together, in multiples of one way: from the
+    2-process all-reduce (each process sends half the tensor as it receives the other half,
+    twice: the fit's bandwidth is the rate each way; duplex = 2 B_ar / B, at most 2, below 1
+    where both ways together move less than one way alone), or the exchange probe
+    (2 B_x / B within [1, 2]); 1 without either."""
+    if transfer is None:
+        return 1.0, ""
+    pair = pair_fit(profile)
+    if pair is not None:
+        return min(2.0, 2 * pair.bandwidth / transfer.bandwidth), "allreduce"
+    if profile.exchange is not None:
+        return min(2.0, max(1.0, 2 * profile.exchange.bandwidth / transfer.bandwidth)), "exchange"
+    return 1.0, ""
+
+
+def _servers(spec: ScenarioSpec, profile: Profile, one_machine: bool) -> dict[str, Any]:
+    """The parameter-server numbers: coordinator, update, closures, asynchronous apply."""
+    model, dtype, strategy = spec.model, spec.model.dtype, spec.strategy
+    servers = strategy.servers
+    update_s = of_model(model, lambda name: profile.update(name, dtype, servers))
+    coordinator = None
+    if profile.coordinator is not None:
+        c = profile.coordinator
+        # an asynchronous job queues its closures: their results are fetched later
+        first = c.dispatch if strategy.sync or c.queued is None else c.queued
+        coordinator = (first, c.call)
+    measured = of_model(model, lambda name: profile.closures(name, dtype, servers))
+    closure_s = None
+    if measured is not None and one_machine:
+        read, accumulate, apply = measured
+        dispatch = profile.coordinator.dispatch if profile.coordinator is not None else 0.0
+        # differences below zero are the probes' noise and count as none
+        pull = max(read - dispatch, 0.0)
+        push = max((accumulate if strategy.sync else apply) - read, 0.0)
+        closure_s = (pull, push)
+    apply_s = None
+    if closure_s is None and not strategy.sync and update_s is not None:
+        apply_s = max(update_s - (coordinator[1] if coordinator else 0.0), 0.0)
+    return {
+        "coordinator": coordinator,
+        "update_s": update_s,
+        "closure_s": closure_s,
+        "closures_unplaced": measured is not None and not one_machine,
+        "apply_s": apply_s,
+    }
+
+
+def of_model(model: Any, find: Callable[[str], T | None]) -> T | None:
+    """What the profile has for the model, or failing that for its catalog `base`."""
+    for name in (model.name, model.base):
+        if name is not None and (found := find(name)) is not None:
+            return found
+    return None
+
+
+def message_latency(profile: Profile, transfer: Fit) -> float:
+    """Each message of one call chained after another: the chain probe's slope (never more
+    than the fit's latency), or the fit's latency without the probe."""
+    if profile.messages is None:
+        return transfer.latency
+    return min(profile.messages.chained, transfer.latency)
+
+
+def core_share(cpus: int, processes: int) -> float:
+    """Cores each of `processes` computing at once holds on `cpus` cores: one at most."""
+    return min(1.0, cpus / processes)
+
+
+def core_probe(profile: Profile, point_to_point: bool) -> tuple[str, Fit] | None:
+    """The probe whose per-process rate each way is what a busy core moves: the 2-process
+    all-reduce for collectives, the exchange for point-to-point transfers, or the other
+    one where the job's own is missing."""
+    pair = ("allreduce", pair_fit(profile))
+    exchange = ("exchange", profile.exchange)
+    first, second = (exchange, pair) if point_to_point else (pair, exchange)
+    for name, fit in (first, second):
+        if fit is not None:
+            return name, fit
+    return None
+
+
+def pair_fit(profile: Profile) -> Fit | None:
+    """The profile's 2-process all-reduce fit, if it has one."""
+    return next((fit for fit in profile.allreduce if fit.workers == 2), None)
