@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 TF     := $(VENV)/.installed-tf
 
-.PHONY: demo test lint bench validate schema clean
+.PHONY: demo test lint bench validate validate-published schema clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainscale needs Python >= 3.11")'
@@ -35,6 +35,11 @@ bench: $(STAMP)
 # the simulator against real runs on this machine (minutes; not in CI): docs/validation.md
 validate: $(TF)
 	$(BIN)/python tools/validate.py
+
+# the simulator against published GPU-cluster measurements, catalog alone (minutes, CPU):
+# docs/validation-published.md
+validate-published: $(STAMP)
+	$(BIN)/python tools/validate_published.py
 
 schema: $(STAMP)
 	$(BIN)/python -m scenarios.schema > scenarios/schema.json

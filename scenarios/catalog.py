@@ -14,10 +14,15 @@ from typing import Any, Literal
 
 import yaml
 
-CatalogKind = Literal["model", "device", "link", "network"]
+CatalogKind = Literal["model", "device", "link", "network", "collective"]
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
-_FILES = {"device": "devices.yaml", "link": "links.yaml", "network": "networks.yaml"}
+_FILES = {
+    "device": "devices.yaml",
+    "link": "links.yaml",
+    "network": "networks.yaml",
+    "collective": "collectives.yaml",
+}
 
 
 @functools.cache

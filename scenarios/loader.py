@@ -139,7 +139,8 @@ def apply_set(document: dict[str, Any], item: str) -> None:
     if path.startswith("sweep."):
         # sweep keys are dotted paths themselves: --set sweep.cluster.hosts=[1,2]
         key = path[len("sweep.") :]
-        check_path(key, f"--set {path}")
+        for part in sweep_paths(key):
+            check_path(part, f"--set {path}")
         if not isinstance(sweep, dict):
             sweep = document["sweep"] = {}
         sweep[key] = value
@@ -147,7 +148,10 @@ def apply_set(document: dict[str, Any], item: str) -> None:
     check_path(path, f"--set {path}")
     if isinstance(sweep, dict):
         for key in sweep:
-            if key == path or key.startswith(path + ".") or path.startswith(key + "."):
+            if any(
+                part == path or part.startswith(path + ".") or path.startswith(part + ".")
+                for part in sweep_paths(key)
+            ):
                 raise ScenarioError(
                     f"--set {path}: the sweep sets {key}; change the swept values with "
                     f"--set sweep.{key}=[...]"
@@ -201,26 +205,60 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
 # ------------------------------------------------------------------ sweep
 
 
+def sweep_paths(key: str) -> list[str]:
+    """The field paths a sweep key sets: one, or several joined by commas
+    (`cluster.hosts,strategy.servers`), whose values are then lists of as many values."""
+    return [part.strip() for part in str(key).split(",")]
+
+
 def expand(document: Mapping[str, Any]) -> list[Point]:
-    """The cartesian product of `sweep`, in file order, each point validated."""
+    """The cartesian product of `sweep`, in file order, each point validated. A key that
+    joins several paths with commas sets them together: its values are lists with one
+    value per path (`cluster.hosts,strategy.servers: [[2, 2], [4, 4]]`)."""
     sweep = document.get("sweep") or {}
     if not isinstance(sweep, dict):
         raise ScenarioError(f"sweep: must map field paths to lists of values, not {_kind(sweep)}")
     for key, values in sweep.items():
-        check_path(str(key), "sweep")
+        paths = sweep_paths(key)
+        for path in paths:
+            check_path(path, "sweep")
         if not isinstance(values, list) or not values:
             raise ScenarioError(f"sweep.{key}: must be a non-empty list of values, got {values!r}")
+        if len(paths) > 1:
+            for value in values:
+                if not isinstance(value, list) or len(value) != len(paths):
+                    raise ScenarioError(
+                        f"sweep.{key}: each value must be a list of {len(paths)} values, one "
+                        f"per path, got {value!r}"
+                    )
+    set_before: list[tuple[str, str]] = []
+    for key in sweep:
+        for path in sweep_paths(key):
+            for earlier_key, earlier in set_before:
+                if earlier.startswith(path + "."):
+                    raise ScenarioError(
+                        f"sweep.{key}: replaces all of {path}, which sweep.{earlier_key} sets "
+                        f"before it ({earlier}); list {key} first"
+                    )
+            set_before.append((str(key), path))
     base = {k: v for k, v in document.items() if k != "sweep"}
     keys = list(sweep)
-    varying = {key: _varying(sweep[key]) for key in keys}
+    varying = {
+        path: _varying([v[i] if len(sweep_paths(k)) > 1 else v for v in sweep[k]])
+        for k in keys
+        for i, path in enumerate(sweep_paths(k))
+    }
     points: list[Point] = []
     seen: set[str] = set()
     combos: Iterable[tuple[Any, ...]] = itertools.product(*(sweep[k] for k in keys))
     for index, combo in enumerate(combos):
         doc = copy.deepcopy(base)
+        values: dict[str, Any] = {}
         for key, value in zip(keys, combo, strict=True):
-            set_path(doc, key, value)
-        values = dict(zip(keys, combo, strict=True))
+            paths = sweep_paths(key)
+            for path, one in zip(paths, value if len(paths) > 1 else [value], strict=True):
+                set_path(doc, path, one)
+                values[path] = one
         point_id = _unique(point_id_for(values, varying), seen)
         context = f" (sweep point {point_id})" if keys else ""
         spec = validate(doc, context)

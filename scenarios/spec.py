@@ -234,6 +234,9 @@ class DeviceSpec(Strict):
     memory: Bytes | None = None
     memory_bandwidth: Bandwidth | None = None
     samples_per_s: dict[str, Annotated[float, Field(gt=0)]] | None = None
+    # gpu: collectives run on NCCL (its per-collective and per-step latencies apply);
+    # cpu: TensorFlow's gRPC ring on the host
+    kind: Literal["gpu", "cpu"] = "gpu"
 
     @field_validator("peak_flops", mode="before")
     @classmethod
@@ -281,6 +284,10 @@ class LinkSpec(Strict):
     description: str = ""
     bandwidth: Bandwidth
     latency: Seconds = 0.0
+    # the share of `bandwidth` that transfers achieve (protocol overhead)
+    goodput: float = Field(default=1.0, gt=0, le=1)
+    # what one step of a GPU collective (NCCL) costs on this link, beyond its bytes
+    step_latency: Seconds = 0.0
 
 
 class NetworkSpec(Strict):
@@ -292,6 +299,12 @@ class NetworkSpec(Strict):
     bandwidth: Bandwidth
     latency: Seconds = 0.0
     oversubscription: float = Field(default=1.0, ge=1.0)
+    # tcp: kernel sockets (gRPC, NCCL's socket transport); rdma: verbs (InfiniBand, RoCE)
+    protocol: Literal["tcp", "rdma"] = "tcp"
+    # the share of `bandwidth` that transfers achieve (headers, protocol overhead)
+    goodput: float = Field(default=1.0, gt=0, le=1)
+    # what one step of a GPU collective (NCCL) costs across the network, beyond its bytes
+    step_latency: Seconds = 0.0
 
 
 class ClusterSpec(Strict):
@@ -303,6 +316,11 @@ class ClusterSpec(Strict):
     )
     network: Annotated[NetworkSpec, _catalog_ref("network")] = Field(
         default="25GbE", validate_default=True
+    )
+    # between the devices of a host and its CPU (where colocated parameter servers run):
+    # one port, whatever `host_link` joins the devices to each other
+    cpu_link: Annotated[LinkSpec, _catalog_ref("link")] = Field(
+        default="pcie3", validate_default=True
     )
     profile: str | None = None
 
@@ -338,17 +356,19 @@ class TrainingSpec(Strict):
     learning_rate: LearningRate = LearningRate()
 
 
-_KIND_ONLY = {
-    "allreduce": ("algorithm", "fusion_buffer", "overlap"),
-    "parameter_server": (
-        "servers",
-        "placement",
-        "partition",
-        "local_aggregation",
-        "backup_workers",
-        "staleness",
-    ),
-    "independent": ("trials",),
+#: fields that belong to some strategy kinds only
+_KINDS_OF_FIELD = {
+    "algorithm": ("allreduce",),
+    "fusion_buffer": ("allreduce", "parameter_server"),
+    "overlap": ("allreduce", "parameter_server"),
+    "servers": ("parameter_server",),
+    "placement": ("parameter_server",),
+    "partition": ("parameter_server",),
+    "local_aggregation": ("parameter_server",),
+    "backup_workers": ("parameter_server",),
+    "sync_scope": ("parameter_server",),
+    "staleness": ("parameter_server", "allreduce"),
+    "trials": ("independent",),
 }
 
 
@@ -357,7 +377,11 @@ class StrategySpec(Strict):
     sync: bool = True
     # allreduce
     algorithm: Literal["ring", "hierarchical", "tree", "halving_doubling"] = "ring"
+    # allreduce: gradient buckets (Horovod tensor fusion); parameter servers: the
+    # gradients one push carries (default per variable, TensorFlow's own sends)
     fusion_buffer: Bytes = Field(default=64 * 2**20, validate_default=False)
+    # allreduce: reduce buckets while backward runs; parameter servers: push gradients as
+    # backward produces them and start each layer's forward once its variables arrived
     overlap: bool = True
     # parameter_server
     servers: int = Field(default=1, ge=1)
@@ -365,24 +389,28 @@ class StrategySpec(Strict):
     partition: Literal["round_robin", "greedy", "sliced"] = "round_robin"
     local_aggregation: bool = False
     backup_workers: int = Field(default=0, ge=0)
+    # synchronous: what one update waits for. step: every variable's gradients, then every
+    # worker pulls (TensorFlow's SyncReplicasOptimizer); variable: each variable's (each
+    # pushed group's) gradients are summed, and pulled, on their own as soon as all have
+    # arrived (ps-lite's per-key synchronisation: MXNet's dist_sync, BytePS)
+    sync_scope: Literal["step", "variable"] = "step"
     staleness: int | None = Field(default=None, ge=0)
     # independent
     trials: dict[str, Annotated[list[Any], Field(min_length=1)]] | None = None
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> StrategySpec:
-        for kind, fields in _KIND_ONLY.items():
-            if kind == self.kind:
-                continue
-            for field in fields:
-                if field in self.model_fields_set and not (
-                    field == "staleness" and self.kind == "allreduce"
-                ):
-                    raise ValueError(f"'{field}' applies to kind {kind} only, not {self.kind}")
+        for field, kinds in _KINDS_OF_FIELD.items():
+            if field in self.model_fields_set and self.kind not in kinds:
+                raise ValueError(
+                    f"'{field}' applies to kind {' and '.join(kinds)} only, not {self.kind}"
+                )
         if self.kind == "independent" and not self.trials:
             raise ValueError("kind independent needs 'trials' (a mapping of lists)")
         if self.sync and "staleness" in self.model_fields_set and self.staleness is not None:
             raise ValueError("'staleness' applies to asynchronous training (sync: false) only")
+        if not self.sync and "sync_scope" in self.model_fields_set:
+            raise ValueError("'sync_scope' applies to synchronous training (sync: true) only")
         if not self.sync and self.local_aggregation:
             # a host's devices summing their gradients before one push is a rendezvous of
             # the host's devices every step: synchronous by construction
@@ -468,6 +496,33 @@ class RealSpec(Strict):
     repeats: int = Field(default=1, ge=1)
 
 
+# ------------------------------------------------------------------ published figures
+
+
+class PublishedPoint(Strict):
+    """One published figure: the sweep point it belongs to and its value."""
+
+    # the swept fields and values that pick the point out of the sweep ({}: no sweep)
+    at: dict[str, Any] = {}
+    value: float = Field(gt=0)  # samples/s, or a scaling efficiency as a fraction
+    note: str = ""
+
+
+class PublishedSpec(Strict):
+    """Where a scenario's published measurements come from (`scenarios/published/`).
+
+    Read by `make validate-published` only: `simulate` and `run-real` ignore it. The rest
+    of the file is the source's setup (hardware, network, model, batch, framework), never
+    fitted to the figures."""
+
+    source: str = Field(min_length=1)  # the citation
+    url: str = Field(min_length=1)
+    table: str = Field(min_length=1)  # the table or figure, row and column
+    setup: str = ""  # how the scenario's setup follows from the source, and what it assumes
+    metric: Literal["throughput_samples_per_s", "scaling_efficiency"] = "throughput_samples_per_s"
+    points: tuple[PublishedPoint, ...] = Field(min_length=1)
+
+
 # ------------------------------------------------------------------ the file
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -490,6 +545,7 @@ class ScenarioSpec(Strict):
     sweep: dict[str, Annotated[list[Any], Field(min_length=1)]] = {}
     sim: SimSpec = SimSpec()
     real: RealSpec = RealSpec()
+    published: PublishedSpec | None = None
 
     @field_validator("name")
     @classmethod

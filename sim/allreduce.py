@@ -35,13 +35,14 @@ class AllreduceTraining(Training):
 
     def communicate(self) -> Process:
         sim, env, net = self.sim, self.sim.env, self.sim.network
+        costs = sim.costs.collective
         try:
             for step in range(self.start_step, sim.total_steps):
                 spans: list[Span] = []
                 for bucket in self.buckets:
                     yield self.ready(step, bucket.index).event
                     start = env.now
-                    yield from self.algorithm(net, self.ranks, bucket.nbytes)
+                    yield from self.algorithm(net, self.ranks, bucket.nbytes, costs)
                     spans.append((vocab.ALLREDUCE, start, env.now))
                 self.ready.drop(step)
                 self.spans[step] = spans

@@ -1,9 +1,12 @@
 """All-reduce algorithms as straight-line code over `Network.transfers` (STYLE.md rule 5).
 
-Each is a generator `algorithm(net, ranks, nbytes)` that a SimPy process runs with
-`yield from`; `ranks` are endpoint ids in ring order. One flow per link per phase stands
-for the phase's back-to-back messages (`messages=`), so the cost is O(ranks) per phase,
-whatever the size or number of chunks (STYLE.md rule 6).
+Each is a generator `algorithm(net, ranks, nbytes, costs)` that a SimPy process runs
+with `yield from`; `ranks` are endpoint ids in ring order. One flow per link per phase
+stands for the phase's back-to-back messages (`messages=`), so the cost is O(ranks) per
+phase, whatever the size or number of chunks (STYLE.md rule 6). `costs` (the cost model's
+`CollectiveCosts`) adds what the library costs beyond the links: a launch before the
+first step, and each step's latency in place of the route's (NCCL's per-step latencies);
+reductions cross the receiver's memory (`reduce=True`, where the topology models it).
 
 Closed forms without contention (alpha latency, B bandwidth, S bytes, N ranks):
   ring              2(N-1)(alpha + S/(N B))                          (Patarasuk & Yuan 2009)
@@ -18,26 +21,34 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
+from .costs import NO_COLLECTIVE_COSTS, CollectiveCosts
 from .network import Network
 
 Process = Generator[Any, Any, None]
-Algorithm = Callable[[Network, Sequence[int], float], Process]
+Algorithm = Callable[[Network, Sequence[int], float, CollectiveCosts], Process]
 
 
-def ring(net: Network, ranks: Sequence[int], nbytes: float) -> Process:
+def ring(
+    net: Network, ranks: Sequence[int], nbytes: float, costs: CollectiveCosts = NO_COLLECTIVE_COSTS
+) -> Process:
     """Ring all-reduce: reduce-scatter then all-gather, N-1 steps of S/N bytes each."""
     n = len(ranks)
     if n < 2 or nbytes <= 0:
         return
     links = [(ranks[i], ranks[(i + 1) % n]) for i in range(n)]
     per_link = (n - 1) * nbytes / n
+    step = costs.step_s
     # reduce-scatter: in N-1 steps every link carries one chunk per step
-    yield net.transfers(links, per_link, messages=n - 1)
+    yield net.transfers(
+        links, per_link, messages=n - 1, setup=costs.launch_s, step=step, reduce=True
+    )
     # all-gather: the same traffic again
-    yield net.transfers(links, per_link, messages=n - 1)
+    yield net.transfers(links, per_link, messages=n - 1, step=step)
 
 
-def halving_doubling(net: Network, ranks: Sequence[int], nbytes: float) -> Process:
+def halving_doubling(
+    net: Network, ranks: Sequence[int], nbytes: float, costs: CollectiveCosts = NO_COLLECTIVE_COSTS
+) -> Process:
     """Rabenseifner: recursive-halving reduce-scatter, recursive-doubling all-gather.
 
     For N not a power of two, the first 2r ranks (r = N - 2^floor(lg N)) pair up: the even
@@ -46,25 +57,33 @@ def halving_doubling(net: Network, ranks: Sequence[int], nbytes: float) -> Proce
     n = len(ranks)
     if n < 2 or nbytes <= 0:
         return
+    step, launch = costs.step_s, costs.launch_s
     p = 1 << (n.bit_length() - 1)
     extra = n - p
     if extra:
-        yield net.transfers([(ranks[2 * i], ranks[2 * i + 1]) for i in range(extra)], nbytes)
+        pairs = [(ranks[2 * i], ranks[2 * i + 1]) for i in range(extra)]
+        yield net.transfers(pairs, nbytes, setup=launch, step=step, reduce=True)
+        launch = 0.0
     # the p active ranks: the odd ones of the first 2r, then everyone after them
     active = [ranks[2 * i + 1] for i in range(extra)] + list(ranks[2 * extra :])
     distances = [p >> (k + 1) for k in range(p.bit_length() - 1)]  # p/2, p/4, ..., 1
     size = float(nbytes)
     for d in distances:  # reduce-scatter: exchange half of what is left with rank ^ d
         size /= 2
-        yield net.transfers([(active[i], active[i ^ d]) for i in range(p)], size)
+        pairs = [(active[i], active[i ^ d]) for i in range(p)]
+        yield net.transfers(pairs, size, setup=launch, step=step, reduce=True)
+        launch = 0.0
     for d in reversed(distances):  # all-gather: double it back
-        yield net.transfers([(active[i], active[i ^ d]) for i in range(p)], size)
+        yield net.transfers([(active[i], active[i ^ d]) for i in range(p)], size, step=step)
         size *= 2
     if extra:
-        yield net.transfers([(ranks[2 * i + 1], ranks[2 * i]) for i in range(extra)], nbytes)
+        pairs = [(ranks[2 * i + 1], ranks[2 * i]) for i in range(extra)]
+        yield net.transfers(pairs, nbytes, step=step)
 
 
-def hierarchical(net: Network, ranks: Sequence[int], nbytes: float) -> Process:
+def hierarchical(
+    net: Network, ranks: Sequence[int], nbytes: float, costs: CollectiveCosts = NO_COLLECTIVE_COSTS
+) -> Process:
     """Reduce inside each host, ring all-reduce across hosts, broadcast inside each host.
 
     Intra-host reduce and broadcast are pipelined chains (NCCL's ring reduce / broadcast):
@@ -79,11 +98,15 @@ def hierarchical(net: Network, ranks: Sequence[int], nbytes: float) -> Process:
     groups = list(hosts.values())
     depth = max(len(g) for g in groups) - 1
     chain = [(g[i + 1], g[i]) for g in groups for i in range(len(g) - 1)]
+    step, launch = costs.step_s, costs.launch_s
     if chain:
-        yield net.transfers(chain, nbytes, messages=depth)
-    yield from ring(net, [g[0] for g in groups], nbytes)
+        yield net.transfers(chain, nbytes, messages=depth, setup=launch, step=step, reduce=True)
+        launch = 0.0
+    across = CollectiveCosts(launch, step)
+    yield from ring(net, [g[0] for g in groups], nbytes, across)
     if chain:
-        yield net.transfers([(dst, src) for src, dst in chain], nbytes, messages=depth)
+        broadcast = [(dst, src) for src, dst in chain]
+        yield net.transfers(broadcast, nbytes, messages=depth, step=step)
 
 
 def btree_parents(n: int) -> list[int]:
@@ -126,7 +149,9 @@ def tree_depth(parents: Sequence[int]) -> int:
     return depth
 
 
-def tree(net: Network, ranks: Sequence[int], nbytes: float) -> Process:
+def tree(
+    net: Network, ranks: Sequence[int], nbytes: float, costs: CollectiveCosts = NO_COLLECTIVE_COSTS
+) -> Process:
     """Double binary tree: each half of the data is reduced up one tree and broadcast down
     it, both trees at once, pipelined (depth latencies to fill, then the bytes)."""
     n = len(ranks)
@@ -135,8 +160,11 @@ def tree(net: Network, ranks: Sequence[int], nbytes: float) -> Process:
     trees = double_binary_tree(n)
     depth = max(tree_depth(t) for t in trees)
     up = [(ranks[r], ranks[t[r]]) for t in trees for r in range(n) if t[r] >= 0]
-    yield net.transfers(up, nbytes / 2, messages=depth)
-    yield net.transfers([(dst, src) for src, dst in up], nbytes / 2, messages=depth)
+    step = costs.step_s
+    yield net.transfers(
+        up, nbytes / 2, messages=depth, setup=costs.launch_s, step=step, reduce=True
+    )
+    yield net.transfers([(dst, src) for src, dst in up], nbytes / 2, messages=depth, step=step)
 
 
 ALGORITHMS: dict[str, Algorithm] = {

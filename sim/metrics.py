@@ -33,16 +33,21 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
     measured_ends = outcome.step_ends[warmup:]
     training_time = float(measured_ends[-1] - begin)
     rec = np.array(
-        [(r.start, r.compute_end, r.end, r.comm_s, r.staleness) for r in outcome.records],
+        [(r.start, r.compute_end, r.end, r.comm_s, r.staleness, r.stall) for r in outcome.records],
         dtype=float,
-    ).reshape(-1, 5)
+    ).reshape(-1, 6)
     finish = float(measured_ends[-1])
     window = rec[(rec[:, 2] > begin + 1e-12) & (rec[:, 0] < finish - 1e-12)]
-    # a step straddling an end of the window counts with its part inside it
-    inside_compute = np.clip(window[:, 1], begin, finish) - np.clip(window[:, 0], begin, finish)
+    # a step straddling an end of the window counts with its part inside it; the stall
+    # (communication waited on before compute_end) is comm, spread over [start, compute_end]
+    before = np.maximum(window[:, 1] - window[:, 0], 1e-300)
+    inside_before = np.clip(window[:, 1], begin, finish) - np.clip(window[:, 0], begin, finish)
+    share_before = np.clip(inside_before / before, 0.0, 1.0)
+    stall = window[:, 5] * share_before
+    inside_compute = inside_before - stall
     after = np.maximum(window[:, 2] - window[:, 1], 1e-300)
     inside_after = np.clip(window[:, 2], begin, finish) - np.clip(window[:, 1], begin, finish)
-    inside_comm = window[:, 3] * np.clip(inside_after / after, 0.0, 1.0)
+    inside_comm = (window[:, 3] - window[:, 5]) * np.clip(inside_after / after, 0.0, 1.0) + stall
     if counts_updates:  # a step is one worker's iteration; an update is one worker's batch
         whole = rec[(rec[:, 0] >= begin - 1e-12) & (rec[:, 2] <= finish + 1e-12)]
         durations = whole[:, 2] - whole[:, 0]

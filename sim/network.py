@@ -52,11 +52,16 @@ class Network(ABC):
         nbytes: float | Sequence[float],
         messages: int = 1,
         setup: float = 0.0,
+        step: tuple[float, float] | None = None,
+        reduce: bool = False,
     ) -> simpy.Event:
         """Move each pair's bytes concurrently; the event fires when the last one arrives.
 
         `setup`: seconds a call pays before its first message (beyond the messages'
-        latency), e.g. a parameter server's pull issued as a call of its own."""
+        latency), e.g. a parameter server's pull issued as a call of its own, or a
+        collective's launch. `step`: what each message costs inside a host and between
+        hosts, in place of the route's own latency (a collective library's per-step
+        latency). `reduce`: the receivers reduce what arrives (through their memory)."""
 
     @abstractmethod
     def flow(self, route: Route, nbytes: float) -> simpy.Event:
@@ -88,16 +93,19 @@ class AnalyticalNetwork(Network):
         nbytes: float | Sequence[float],
         messages: int = 1,
         setup: float = 0.0,
+        step: tuple[float, float] | None = None,
+        reduce: bool = False,
     ) -> simpy.Event:
         sizes = self._sizes(pairs, nbytes)
         longest = 0.0
         for (src, dst), size in zip(pairs, sizes, strict=True):
             if src == dst:
                 continue
-            route = self.topology.route(src, dst)
+            route = self.topology.route(src, dst, reduce)
             if route.inter_host:
                 self.bytes_on_network += size
-            moved = setup + messages * route.latency + size / self.topology.narrowest(route)
+            latency = route.latency if step is None else step[int(route.inter_host)]
+            moved = setup + messages * latency + size / self.topology.narrowest(route)
             longest = max(longest, moved)
         return self.env.timeout(longest)
 
@@ -176,15 +184,15 @@ class FlowNetwork(Network):
         self._last = 0.0
         self._wakeup_token = 0
         self._arrivals: dict[float, list[tuple[np.ndarray, np.ndarray, int]]] = {}
-        self._plans: dict[tuple[Pair, ...], _Plan] = {}
+        self._plans: dict[tuple[tuple[Pair, ...], bool], _Plan] = {}
         self._batch_of_event: dict[int, int] = {}  # id(event) -> batch id, while active
 
-    def _plan(self, pairs: Sequence[Pair]) -> _Plan:
-        key = tuple(pairs)
+    def _plan(self, pairs: Sequence[Pair], reduce: bool = False) -> _Plan:
+        key = (tuple(pairs), reduce)
         plan = self._plans.get(key)
         if plan is None:
             keep = [i for i, (src, dst) in enumerate(pairs) if src != dst]
-            routes = [self.topology.route(*pairs[i]) for i in keep]
+            routes = [self.topology.route(*pairs[i], reduce) for i in keep]
             plan = _Plan(
                 np.array(keep, dtype=np.int64),
                 np.array([r.padded for r in routes], dtype=np.int64).reshape(
@@ -203,12 +211,16 @@ class FlowNetwork(Network):
         nbytes: float | Sequence[float],
         messages: int = 1,
         setup: float = 0.0,
+        step: tuple[float, float] | None = None,
+        reduce: bool = False,
     ) -> simpy.Event:
-        plan = self._plan(pairs)
+        plan = self._plan(pairs, reduce)
         if isinstance(nbytes, int | float):
             sizes = np.full(len(plan.keep), float(nbytes))
         else:
             sizes = np.asarray(self._sizes(pairs, nbytes), dtype=float)[plan.keep]
+        if step is not None:
+            plan = plan._replace(latency=np.where(plan.inter_host, step[1], step[0]))
         return self._submit(plan, sizes, messages, setup)
 
     def flow(self, route: Route, nbytes: float) -> simpy.Event:

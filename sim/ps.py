@@ -3,22 +3,38 @@
 Variables (`ModelSpec.variables`: kernel and bias of each layer, in creation order, where
 the model's builder is known; else one per layer) are spread over the shards by
 `partition`; each shard sits on a host of its own (`dedicated`) or on a worker host's CPU
-(`colocated`). Round-robin over variables is TensorFlow's own placement: with two servers
-an MLP's kernels all land on the first and its biases on the second.
+(`colocated`, behind the host's CPU port: `Topology.host_cpu`). Round-robin over
+variables is TensorFlow's own placement: with two servers an MLP's kernels all land on
+the first and its biases on the second.
 
-Synchronous: after backward every worker pushes each shard its part; a step's update is
-applied once N - b workers' gradients have arrived (b = `backup_workers`, Chen et al.
-2016); gradients that arrive later are dropped and counted; workers then pull every
-shard. With `local_aggregation` the devices of a host first reduce over the host link to
-the host's first device, which pushes and pulls for all of them and broadcasts back
+A step moves the model in groups of consecutive layers (`Group`): each group's variables,
+split by shard, are one pull and one push per shard. As TensorFlow's dataflow runs a step
+(`overlap: true`, the default): every pull starts when the step starts, a layer's forward
+starts once its group has arrived, and a group's gradients go to their shards as soon as
+backward has produced them. With `overlap: false` the worker pulls everything before its
+forward and pushes everything after its backward. The groups are the variables one by one
+(`fusion_buffer` not given: TensorFlow sends each variable on its own), merged into at most
+`MAX_GROUPS` groups of about equal bytes so that the cost of a step stays bounded; or
+buckets of `fusion_buffer` bytes where it is given.
+
+Synchronous: a step's update is applied once N - b workers' gradients have reached every
+shard (b = `backup_workers`, Chen et al. 2016), counted per shard; gradients that arrive
+later are dropped and counted; the next step's pulls start once the update is applied.
+With `local_aggregation` the devices of a host reduce over the host link to the host's
+first device, which pushes and pulls for all of them and broadcasts back
 (tf_cnn_benchmarks' distributed_replicated); the update then needs the pushes of
 ceil((N - b) / D) hosts.
 
-Asynchronous: a worker pulls, computes, pushes; each push is applied when it arrives and
-counts one update. The staleness of a push is the number of updates applied between the
-worker's pull and its push. With `staleness: k` (stale synchronous parallel, Ho et al.
-2013) a worker may start its iteration i only when every other live worker has finished
-iteration i - k - 1: it never runs more than k iterations ahead of the slowest.
+Asynchronous: a worker pulls, computes, pushes; each worker's push is applied when all of
+it has arrived and counts one update. The staleness of a push is the number of updates
+applied between the worker's pull and its push. With `staleness: k` (stale synchronous
+parallel, Ho et al. 2013) a worker may start its iteration i only when every other live
+worker has finished iteration i - k - 1: it never runs more than k iterations ahead of the
+slowest.
+
+On the calibrated machine with closures measured (`ServerCosts.closure_s`) a step is one
+closure: its pull and its push each take what the closure probes measured alone, the
+model's bytes sharing the host's cores with everything else in flight (`_closure_flow`).
 """
 
 from __future__ import annotations
@@ -26,7 +42,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,29 +54,108 @@ from scenarios import vocab
 from .simulation import Simulation, Span
 from .training import Events, PerStep, Process, Training, Worker
 
+#: a step moves the model in at most this many groups of layers (fusion_buffer not given)
+MAX_GROUPS = 16
+
 
 def partition(params: np.ndarray, shards: int, how: str) -> np.ndarray:
-    """Parameters held by each shard.
+    """Parameters held by each shard (the sums over `assign`)."""
+    return assign(params, shards, how).sum(axis=0)
+
+
+def assign(params: np.ndarray, shards: int, how: str) -> np.ndarray:
+    """Parameters of each variable held by each shard: (variables, shards).
 
     round_robin: whole variables to shards in turn, in creation order (TF's
     replica_device_setter, and ParameterServerStrategy without a partitioner); greedy:
     each whole variable, in creation order, to the shard holding the fewest parameters so
     far (TF's GreedyLoadBalancingStrategy); sliced: every variable split evenly over all
-    shards (a fixed-shards partitioner).
+    shards (a fixed-shards partitioner). Variables of no parameters hold nothing.
     """
-    load = np.zeros(shards)
-    variables = [p for p in params if p > 0]
+    held = np.zeros((len(params), shards))
     if how == "sliced":
-        load += sum(variables) / shards
-    elif how == "round_robin":
-        for i, p in enumerate(variables):
-            load[i % shards] += p
-    elif how == "greedy":
-        for p in variables:
-            load[int(np.argmin(load))] += p
-    else:
+        held += np.asarray(params, dtype=float)[:, None] / shards
+        return held
+    if how not in ("round_robin", "greedy"):
         raise ValueError(f"unknown partition {how!r}")
-    return load
+    load = np.zeros(shards)
+    turn = 0
+    for i, p in enumerate(params):
+        if p <= 0:
+            continue
+        j = turn % shards if how == "round_robin" else int(np.argmin(load))
+        turn += 1
+        held[i, j] = p
+        load[j] += p
+    return held
+
+
+@dataclass(frozen=True)
+class Group:
+    """Consecutive layers moved together: their compute and their bytes on each shard."""
+
+    first: int  # index of its first layer (closest to the input)
+    last: int  # index of its last layer (closest to the output)
+    forward_s: float
+    backward_s: float
+    nbytes: tuple[float, ...]  # per shard (the training's `shards`)
+
+
+def variable_layers(variables: Sequence[float], layer_params: Sequence[float]) -> list[int]:
+    """The layer each variable belongs to: variables in creation order fill the layers with
+    parameters in order (a layer's kernel, then its bias). Where they do not add up layer
+    by layer (a model given as one variable), every variable goes to the last layer with
+    parameters."""
+    with_params = [i for i, p in enumerate(layer_params) if p > 0]
+    out: list[int] = []
+    k, filled = 0, 0.0
+    for size in variables:
+        if k >= len(with_params):
+            break
+        out.append(with_params[k])
+        filled += size
+        if filled >= layer_params[with_params[k]] * (1 - 1e-9):
+            if filled > layer_params[with_params[k]] * (1 + 1e-9):
+                break  # a variable spans layers: they do not add up
+            k, filled = k + 1, 0.0
+    if len(out) != len(variables) or k != len(with_params):
+        last = with_params[-1] if with_params else max(len(layer_params) - 1, 0)
+        return [last] * len(variables)
+    return out
+
+
+def groups_of(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    layer_bytes: np.ndarray,
+    min_bytes: float,
+) -> list[Group]:
+    """Consecutive layers closed into groups of at least `min_bytes`, from the output
+    (where backward starts) towards the input; layer_bytes is (layers, shards). Returned
+    in input -> output order."""
+    n = len(forward_s)
+    totals = layer_bytes.sum(axis=1)
+    bounds: list[tuple[int, int]] = []
+    last, size = n - 1, 0.0
+    for i in reversed(range(n)):
+        size += float(totals[i])
+        if size >= min_bytes and size > 0 and i > 0:
+            bounds.append((i, last))
+            last, size = i - 1, 0.0
+    bounds.append((0, last))
+    out = []
+    for first, end in reversed(bounds):
+        span = slice(first, end + 1)
+        out.append(
+            Group(
+                first,
+                end,
+                float(forward_s[span].sum()),
+                float(backward_s[span].sum()),
+                tuple(float(x) for x in layer_bytes[span].sum(axis=0)),
+            )
+        )
+    return out
 
 
 class ParameterServerTraining(Training):
@@ -67,27 +163,52 @@ class ParameterServerTraining(Training):
         super().__init__(sim, start_step)
         spec = sim.spec.strategy
         topo = sim.topology
-        load = partition(np.array(sim.spec.model.variables()), spec.servers, spec.partition)
-        nbytes = load * sim.compute.bytes_per_param
+        compute = sim.compute
+        variables = np.array(sim.spec.model.variables(), dtype=float)
+        held = assign(variables, spec.servers, spec.partition) * compute.bytes_per_param
         if spec.placement == "dedicated":
             nodes = [topo.server(j) for j in range(spec.servers)]
         else:
             nodes = [topo.host_cpu(j % topo.hosts) for j in range(spec.servers)]
         # shards that hold nothing take no part
-        self.shards = [(node, b) for node, b in zip(nodes, nbytes, strict=True) if b > 0]
-        self.total_bytes = float(nbytes.sum())
+        keep = [j for j in range(spec.servers) if held[:, j].sum() > 0]
+        held = held[:, keep]
+        self.shards = [(nodes[j], float(held[:, i].sum())) for i, j in enumerate(keep)]
+        self.total_bytes = float(held.sum())
+        # bytes of each layer on each shard, then the groups a step moves
+        layer_bytes = np.zeros((len(compute.params), len(keep)))
+        for v, layer in enumerate(variable_layers(variables, compute.params)):
+            layer_bytes[layer] += held[v]
+        # a calibration profile measured run-real's closures, which move the whole model
+        # in one call each way: there a step pulls it all, computes, and pushes it all
+        calibrated = sim.costs.calibration is not None
+        explicit = "fusion_buffer" in spec.model_fields_set
+        min_bytes = spec.fusion_buffer if explicit else self.total_bytes / MAX_GROUPS
+        if calibrated:
+            min_bytes = math.inf
+        self.groups = groups_of(compute.forward_s, compute.backward_s, layer_bytes, min_bytes)
+        self.overlap = spec.overlap and not calibrated
+        # without contention (the analytical network) transfers that share a path would
+        # not slow each other: a worker's pulls, and its pushes, then go one after another
+        self.in_order = sim.spec.sim.network_model == "analytical"
         self.sync = spec.sync
         self.local = spec.local_aggregation and topo.devices_per_host > 1
         self.devices = topo.devices_per_host
         needed = sim.workers - spec.backup_workers
         if self.local:
             needed = math.ceil(needed / self.devices)
-        self.pushed = PerStep(sim.env, needed)  # keyed by shard
+        # step scope: a step's gradients at each shard (keyed by shard); variable scope:
+        # a step's gradients of each group (keyed by group), each then updated on its own
+        self.pushed = PerStep(sim.env, needed)
+        self.per_variable = spec.sync_scope == "variable"
         self.updated = Events(sim.env)  # per step: update applied (and checkpoint written)
         self.global_step = start_step  # the step whose update is pending (sync)
-        self.host_ready = PerStep(sim.env, self.devices)  # keyed by host
-        self.host_done = Events(sim.env)
-        self.host_spans: dict[tuple[int, int, int], list[Span]] = {}
+        # local aggregation: per step and host x group, every device has its gradients;
+        # per (step, host), the round of pulls and pushes its first device runs
+        self.host_ready = PerStep(sim.env, self.devices)
+        self.host_rounds: dict[tuple[int, int], Any] = {}
+        # variable scope: a node's pulls of the next step, started while this one computes
+        self.prefetched: dict[tuple[int, int], list[simpy.Event]] = {}
         # async: iterations completed per worker, and SSP waiters
         self.iterations = [0] * sim.workers
         self.down: set[int] = set()
@@ -95,19 +216,16 @@ class ParameterServerTraining(Training):
         self.waiting: list[tuple[int, int, simpy.Event]] = []
         costs = sim.costs.servers
         self.dispatch_s = costs.dispatch_s  # a closure reaches its worker
-        # the update of the whole model on the servers, one coordinator call: it ends a
-        # synchronous round
+        # the update of the whole model on the servers, one call: it ends a synchronous round
         self.update_s = costs.update_s
-        # without closures measured (below), a pull or push is a call of its own: it pays
-        # a call's fixed cost beyond its message's latency
+        # a pull or push issued as a call of its own pays a call's fixed cost beyond its
+        # messages' latency (on the calibrated machine without closures)
         self.setup_s = costs.call_s
         # on the calibrated machine, a closure's pull and push each take what the closure
-        # probes measured alone (the model's variables move several at once, faster than
-        # the transfer probe's one tensor), and closures in flight at once share the
-        # host's cores as transfers do, by their bytes (`_closure_flow`)
+        # probes measured alone, and closures in flight at once share the host's cores as
+        # transfers do, by their bytes (`_closure_flow`)
         self.closure_s = costs.closure_s
-        # without them, an asynchronous closure's update after its push: the update
-        # call's ops without the call
+        # without them, an asynchronous closure's update after its push
         self.apply_s = costs.apply_s
         self.workers = [Worker(self, w) for w in range(sim.workers)]
         if self.sync:
@@ -120,8 +238,10 @@ class ParameterServerTraining(Training):
         sim, env = self.sim, self.sim.env
         try:
             for step in range(self.start_step, sim.total_steps):
-                yield env.all_of([self.pushed(step, j).event for j in range(len(self.shards))])
-                if self.update_s:  # the coordinator's call that applies the update
+                # variable scope: each group is summed, and pulled, once its counter fires
+                keys = range(len(self.groups) if self.per_variable else len(self.shards))
+                yield env.all_of([self.pushed(step, k).event for k in keys])
+                if self.update_s:  # the call that applies the update on the servers
                     yield env.timeout(self.update_s)
                 yield from sim.end_of_step(step)
                 self.global_step = step + 1
@@ -139,43 +259,197 @@ class ParameterServerTraining(Training):
     def first_step(self, worker: Worker) -> int:
         return self.start_step if self.sync else 0
 
-    def push(self, node: int, step: int, member: int, worker: Worker) -> list[simpy.Event]:
-        """Send every shard its part of the gradients; count them as they arrive."""
-        net = self.sim.network
-        events = []
-        dropped = [False]
+    def run_step(self, worker: Worker, step: int) -> Process:
+        if not self.sync:
+            yield from self.run_async(worker, step)
+            return
+        if self.local:
+            yield from self.run_local(worker, step)
+            return
+        env = self.sim.env
+        if step > self.start_step and not self.per_variable:
+            yield self.updated(step - 1)  # the previous step's update, before its parameters
+            worker.step_start = env.now
+        counted = self._counter(step, worker.index)
+        spans = yield from self.iterate(worker, step, worker.index, counted)
+        if not self.per_variable:  # variable scope: the next step's pulls wait instead
+            yield self.updated(step)
+        worker.spans = spans
+        worker.inflight = []
 
-        def arrived(_: Any, j: int) -> None:
-            if self.generation != self.sim.generation:
+    def _counter(self, step: int, member: int) -> Any:
+        """Count a member's gradients for `step` at each shard (variable scope: of each
+        group), once all its parts there have arrived; gradients that come after the
+        update are dropped and counted. Returns the callback of one part's arrival:
+        `counted(event, j=shard, g=group)`."""
+        if self.per_variable:
+            left = [sum(1 for b in g.nbytes if b > 0) for g in self.groups]
+        else:
+            left = [sum(1 for g in self.groups if g.nbytes[j] > 0) for j in range(len(self.shards))]
+        dropped = [False]
+        generation = self.generation
+
+        def arrived(_: Any, j: int, g: int = 0) -> None:
+            if generation != self.sim.generation:
                 return  # a push of a stopped generation
-            if not self.pushed(step, j).arrive(member) and not dropped[0]:
+            key = g if self.per_variable else j
+            left[key] -= 1
+            if left[key] == 0 and not self.pushed(step, key).arrive(member) and not dropped[0]:
                 dropped[0] = True
                 self.sim.dropped_gradients += 1
 
-        if self.closure_s is not None:  # one flow for every shard's part
-            event = self._closure_flow(node, self.closure_s[1])
-            for j in range(len(self.shards)):
-                event.callbacks.append(functools.partial(arrived, j=j))
-            events.append(event)
-        else:
-            for j, (shard, nbytes) in enumerate(self.shards):
+        return arrived
+
+    def iterate(
+        self, worker: Worker, step: int, node: int, counted: Any
+    ) -> Generator[Any, Any, list[Span]]:
+        """One pull, compute and push of the model by `node` for `worker`'s step; returns
+        the pull and push spans. Counts the pushes with `counted(event, shard)`."""
+        sim, env = self.sim, self.sim.env
+        factor = sim.compute_factor(worker.index, step)
+        delay = sim.compute_delay(worker.index, step)
+        pull_start = env.now
+        if self.dispatch_s:  # the step's closure reaches the worker
+            yield env.timeout(self.dispatch_s)
+        if self.closure_s is not None:
+            yield from self._closure_iteration(worker, node, factor, delay, counted)
+            return worker.spans
+        pulls = self.prefetched.pop((node, step), None) or self.pull(node, self._pull_after(step))
+        if self.per_variable and self.sync and step + 1 < sim.total_steps:
+            # each group of the next step is pulled as soon as its update is in, while this
+            # step still computes
+            self.prefetched[(node, step + 1)] = self.pull(node, self._pull_after(step + 1))
+        worker.inflight = list(pulls)
+        pulled_all = env.all_of(pulls)
+        stall = 0.0
+        if not self.overlap:
+            waited = env.now
+            yield pulled_all
+            stall += env.now - waited
+        for group, pulled in zip(self.groups, pulls, strict=True):
+            if not pulled.triggered:
+                waited = env.now
+                yield pulled
+                stall += env.now - waited
+            yield from sim.busy(worker, group.forward_s, factor, delay)
+            delay = 0.0
+        pull_end = env.now if pulled_all.triggered else None
+        pushes: list[simpy.Event] = []
+        push_start = None
+        for group in reversed(self.groups):
+            yield from sim.busy(worker, group.backward_s, factor)
+            if self.overlap:
+                push_start = env.now if push_start is None else push_start
+                pushes += self.push(node, group, counted, env.all_of(pushes))
+        worker.compute_end = env.now
+        worker.stall = stall
+        if not self.overlap:
+            push_start = env.now
+            for group in reversed(self.groups):
+                pushes += self.push(node, group, counted, env.all_of(pushes))
+        worker.inflight += pushes
+        if pull_end is None:
+            yield pulled_all
+            pull_end = env.now
+        yield env.all_of(pushes)
+        return [
+            (vocab.PULL, pull_start, pull_end),
+            (vocab.PUSH, push_start if push_start is not None else env.now, env.now),
+        ]
+
+    def _pull_after(self, step: int) -> list[simpy.Event] | None:
+        """Variable scope: each group's pull waits for that group's previous update."""
+        if not (self.per_variable and self.sync and step > self.start_step):
+            return None
+        return [self.pushed(step - 1, g).event for g in range(len(self.groups))]
+
+    def pull(self, node: int, after: list[simpy.Event] | None = None) -> list[simpy.Event]:
+        """Every group's pull from its shards to `node`: all started now, or each once its
+        event of `after` fires (in layer order, one after another, without contention)."""
+        env, net = self.sim.env, self.sim.network
+
+        def start(group: Group) -> simpy.Event:
+            shards = zip(self.shards, group.nbytes, strict=True)
+            pairs = [(shard, node) for (shard, _), b in shards if b > 0]
+            sizes = [b for b in group.nbytes if b > 0]
+            return net.transfers(pairs, sizes, setup=self.setup_s)
+
+        def wait_then(gate: simpy.Event, group: Group, done: simpy.Event) -> Process:
+            try:
+                yield gate
+                yield start(group)
+                done.succeed()
+            except simpy.Interrupt:
+                return
+
+        if not self.in_order and after is None:
+            return [start(group) for group in self.groups]
+        events = [env.event() for _ in self.groups]
+        if not self.in_order:
+            for gate, group, done in zip(after or [], self.groups, events, strict=True):
+                self.spawn(wait_then(gate, group, done))
+            return events
+        starts = []
+        for i, group in enumerate(self.groups):
+            if after is not None:
+                starts.append(lambda gate=after[i]: gate)
+                events.insert(2 * i, env.event())
+            starts.append(functools.partial(start, group))
+        self.spawn(self._one_by_one(starts, events))
+        return events[1::2] if after is not None else events
+
+    def push(self, node: int, group: Group, counted: Any, after: Any = None) -> list[simpy.Event]:
+        """A group's gradients from `node` to its shards, each counted as it arrives;
+        without contention, after `after` (the worker's previous push) has arrived."""
+        net = self.sim.network
+        counted = functools.partial(counted, g=self.groups.index(group))
+        events = []
+        for j, ((shard, _), nbytes) in enumerate(zip(self.shards, group.nbytes, strict=True)):
+            if nbytes <= 0:
+                continue
+            if self.in_order and after is not None and not after.triggered:
+                event = self.sim.env.event()
+                send = functools.partial(net.transfer, node, shard, nbytes, setup=self.setup_s)
+                self.spawn(self._one_by_one([lambda: after, send], [self.sim.env.event(), event]))
+            else:
                 event = net.transfer(node, shard, nbytes, setup=self.setup_s)
-                event.callbacks.append(functools.partial(arrived, j=j))
-                events.append(event)
-        worker.inflight = events
+            event.callbacks.append(functools.partial(counted, j=j))
+            events.append(event)
         return events
 
-    def pull(self, node: int, worker: Worker) -> simpy.Event:
-        if self.closure_s is not None:
-            event = self._closure_flow(node, self.closure_s[0])
-        else:
-            event = self.sim.network.transfers(
-                [(shard, node) for shard, _ in self.shards],
-                [nbytes for _, nbytes in self.shards],
-                setup=self.setup_s,
-            )
-        worker.inflight = [event]
-        return event
+    def _one_by_one(self, starts: list[Any], events: list[simpy.Event]) -> Process:
+        """Start each transfer once the one before it has arrived; fire its event then."""
+        try:
+            for start, event in zip(starts, events, strict=True):
+                yield start()
+                event.succeed()
+        except simpy.Interrupt:
+            return
+
+    def _closure_iteration(
+        self, worker: Worker, node: int, factor: float, delay: float, counted: Any
+    ) -> Process:
+        """A step as one closure on the calibrated machine: its pull, the compute, its push
+        (each part of the push counted at every shard as it arrives)."""
+        sim, env = self.sim, self.sim.env
+        assert self.closure_s is not None
+        pull_start = env.now
+        pull = self._closure_flow(node, self.closure_s[0])
+        worker.inflight = [pull]
+        yield pull
+        pulled = env.now
+        worker.stall = pulled - pull_start
+        yield from sim.busy(worker, sim.compute.step_s, factor, delay)
+        worker.compute_end = env.now
+        push_start = env.now
+        push = self._closure_flow(node, self.closure_s[1])
+        for j in range(len(self.shards)):
+            for group in self.groups:
+                if group.nbytes[j] > 0:
+                    push.callbacks.append(functools.partial(counted, j=j))
+        worker.inflight = [push]
+        yield push
+        worker.spans = [(vocab.PULL, pull_start, pulled), (vocab.PUSH, push_start, env.now)]
 
     def _closure_flow(self, node: int, alone_s: float) -> simpy.Event:
         """A closure's pull or push, which alone takes `alone_s` (the closure probe's
@@ -190,54 +464,103 @@ class ParameterServerTraining(Training):
         waiting = dataclasses.replace(route, latency=route.latency + alone_s - moving_s)
         return self.sim.network.flow(waiting, moving_s * rate)
 
-    def exchange(
-        self, node: int, step: int, member: int, worker: Worker
-    ) -> Generator[Any, Any, list[Span]]:
-        """Push, wait for the step's update, pull."""
-        env = self.sim.env
-        start = env.now
-        yield env.all_of(self.push(node, step, member, worker))
-        pushed = env.now
-        yield self.updated(step)
-        pull_start = env.now
-        if self.dispatch_s:  # the next step's closure reaches the worker
-            yield env.timeout(self.dispatch_s)
-        yield self.pull(node, worker)
-        worker.inflight = []
-        spans: list[Span] = [(vocab.PUSH, start, pushed), (vocab.PULL, pull_start, env.now)]
-        return spans
+    # -- synchronous, with local aggregation ----------------------------------------------
 
-    def run_step(self, worker: Worker, step: int) -> Process:
-        if not self.sync:
-            yield from self.run_async(worker, step)
-            return
-        env, net = self.sim.env, self.sim.network
-        yield from self.compute(worker, step)
-        if not self.local:
-            worker.spans = yield from self.exchange(worker.index, step, worker.index, worker)
-            return
+    def run_local(self, worker: Worker, step: int) -> Process:
+        """The host's first device pulls for the host and broadcasts each group over the
+        host link, every device computes, and each group's gradients, once every device
+        of the host has them, are reduced to the first device, which pushes them for the
+        host (`_host_round`)."""
+        sim, env = self.sim, self.sim.env
+        if step > self.start_step and not self.per_variable:
+            yield self.updated(step - 1)
+            worker.step_start = env.now
         host, local = divmod(worker.index, self.devices)
-        if local != 0:
-            self.host_ready(step, host).arrive(local)
-            yield self.host_done((step, host))
-            worker.spans = self.host_spans.pop((step, host, local), [])
-            return
-        # the host's first device: reduce in the host, exchange for all, broadcast back
-        self.host_ready(step, host).arrive(local)
-        yield self.host_ready(step, host).event
-        first = worker.index
+        key = (step, host)
+        if key not in self.host_rounds:
+            self.host_rounds[key] = self._host_round(step, host)
+        ahead = (step + 1, host)
+        if self.per_variable and step + 1 < sim.total_steps and ahead not in self.host_rounds:
+            # the next step's groups are pulled as soon as their updates are in
+            self.host_rounds[ahead] = self._host_round(step + 1, host)
+        broadcast, pull_span, push_span = self.host_rounds[key]
+        factor = sim.compute_factor(worker.index, step)
+        delay = sim.compute_delay(worker.index, step)
+        stall = 0.0
+        if not self.overlap:
+            waited = env.now
+            yield env.all_of(broadcast)
+            stall += env.now - waited
+        for group, arrived in zip(self.groups, broadcast, strict=True):
+            if not arrived.triggered:
+                waited = env.now
+                yield arrived
+                stall += env.now - waited
+            yield from sim.busy(worker, group.forward_s, factor, delay)
+            delay = 0.0
+        groups = len(self.groups)
+        for g in reversed(range(groups)):
+            yield from sim.busy(worker, self.groups[g].backward_s, factor)
+            if self.overlap:
+                self.host_ready(step, host * groups + g).arrive(local)
+        worker.compute_end = env.now
+        worker.stall = stall
+        if not self.overlap:
+            for g in reversed(range(groups)):
+                self.host_ready(step, host * groups + g).arrive(local)
+        if not self.per_variable:
+            yield self.updated(step)
+        worker.spans = [(vocab.PULL, *pull_span), (vocab.PUSH, *push_span)]
+        self.host_rounds.pop(key, None)
+
+    def _host_round(
+        self, step: int, host: int
+    ) -> tuple[list[simpy.Event], list[float], list[float]]:
+        """Start a host's round: every group pulled by the host's first device and
+        broadcast down the host's chain (events: each group broadcast), and each group
+        reduced up the chain and pushed once every device has its gradients. The spans
+        (start, end) of the pulls and pushes fill in as they happen."""
+        env, net = self.sim.env, self.sim.network
+        first = host * self.devices
         chain = [(first + i + 1, first + i) for i in range(self.devices - 1)]
-        start = env.now
-        yield net.transfers(chain, self.total_bytes, messages=self.devices - 1)
-        spans: list[Span] = [(vocab.PUSH, start, env.now)]
-        spans += yield from self.exchange(first, step, host, worker)
-        start = env.now
-        yield net.transfers([(b, a) for a, b in chain], self.total_bytes, messages=self.devices - 1)
-        spans.append((vocab.PULL, start, env.now))
-        worker.spans = spans
-        for i in range(1, self.devices):
-            self.host_spans[(step, host, i)] = spans
-        self.host_done((step, host)).succeed()
+        down = [(b, a) for a, b in chain]
+        groups = len(self.groups)
+        broadcast = [env.event() for _ in self.groups]
+        pull_span = [env.now, env.now]
+        push_span = [env.now, env.now]
+        counted = self._counter(step, host)
+
+        def pull_all() -> Process:
+            if self.dispatch_s:
+                yield env.timeout(self.dispatch_s)
+            pulls = self.pull(first, self._pull_after(step))
+            moved = [
+                self.spawn(spread(pulled, sum(g.nbytes), done))
+                for pulled, g, done in zip(pulls, self.groups, broadcast, strict=True)
+            ]
+            yield env.all_of(moved)
+            pull_span[1] = env.now
+
+        def spread(pulled: simpy.Event, nbytes: float, done: simpy.Event) -> Process:
+            yield pulled
+            yield net.transfers(down, nbytes, messages=self.devices - 1)
+            done.succeed()
+
+        def reduce_and_push() -> Process:
+            pushes: list[simpy.Event] = []
+            started = False
+            for g in reversed(range(groups)):
+                yield self.host_ready(step, host * groups + g).event
+                if not started:
+                    push_span[0], started = env.now, True
+                yield net.transfers(chain, sum(self.groups[g].nbytes), messages=self.devices - 1)
+                pushes += self.push(first, self.groups[g], counted, env.all_of(pushes))
+            yield env.all_of(pushes)
+            push_span[1] = env.now
+
+        self.spawn(pull_all())
+        self.spawn(reduce_and_push())
+        return broadcast, pull_span, push_span
 
     # -- asynchronous ----------------------------------------------------------------------
 
@@ -276,34 +599,18 @@ class ParameterServerTraining(Training):
             yield gate
             sim.tracer.span(me, vocab.WAIT, wait_start, env.now, step=iteration)
             worker.step_start = env.now  # the wait lies between iterations
-        pull_start = env.now
         version = sim.completed
-        if self.dispatch_s:  # the closure reaches the worker
-            yield env.timeout(self.dispatch_s)
-        yield self.pull(me, worker)
-        pulled = env.now
-        yield from self.compute(worker, iteration)
-        push_start = env.now
-        yield env.all_of(self.push_async(me, worker))
+        worker.spans = yield from self.iterate(worker, iteration, me, _uncounted)
         worker.inflight = []
         if self.apply_s:  # the closure's own update on the servers
             yield env.timeout(self.apply_s)
         worker.staleness = sim.completed - version
-        worker.spans = [(vocab.PULL, pull_start, pulled), (vocab.PUSH, push_start, env.now)]
         sim.apply_update()
         self.iterations[me] = iteration + 1
         self._release()
         if me == 0:  # the chief writes checkpoints; it alone stalls
             yield from sim.async_checkpoint()
 
-    def push_async(self, node: int, worker: Worker) -> list[simpy.Event]:
-        if self.closure_s is not None:  # push and update, one flow for every shard's part
-            events = [self._closure_flow(node, self.closure_s[1])]
-        else:
-            net = self.sim.network
-            events = [
-                net.transfer(node, shard, nbytes, setup=self.setup_s)
-                for shard, nbytes in self.shards
-            ]
-        worker.inflight = events
-        return events
+
+def _uncounted(_: Any, j: int, g: int = 0) -> None:
+    """Asynchronous pushes: each applies on arrival, none is counted towards a round."""

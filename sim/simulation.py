@@ -45,6 +45,9 @@ class StepRecord(NamedTuple):
     generation: int  # incremented by every job restart; older generations' steps were lost
     staleness: int  # updates applied between this worker's pull and its push (async)
     trial: int = -1  # independent trials: which trial this step belongs to
+    # seconds between start and compute_end that the worker waited on communication (a
+    # parameter server's pulls that gate its forward), counted in comm_s too
+    stall: float = 0.0
 
 
 Span = tuple[str, float, float]  # (phase, start, end)
@@ -162,9 +165,9 @@ class Simulation:
         if seconds > 0:
             start = env.now
             event = self.network.flow(route, seconds * self.compute_rate)
-            worker.inflight = [event]  # stopped if the worker fails
+            worker.inflight.append(event)  # stopped if the worker fails
             yield event
-            worker.inflight = []
+            worker.inflight.remove(event)
             took = env.now - start
         sleep = max(factor - 1.0, 0.0) * took + delay
         if sleep > 0:
@@ -248,9 +251,11 @@ class Simulation:
         spans: Sequence[Span],
         staleness: int = 0,
         trial: int = -1,
+        stall: float = 0.0,
     ) -> None:
-        """Keep one worker-step and trace its phases: compute, then comm spans and waits."""
-        comm = exposed(spans, compute_end, end)
+        """Keep one worker-step and trace its phases: compute, then comm spans and waits.
+        `stall`: communication waited on before compute_end (pulls gating the forward)."""
+        comm = exposed(spans, compute_end, end) + stall
         comm_end = max((s[2] for s in spans), default=compute_end)
         self.records.append(
             StepRecord(
@@ -264,6 +269,7 @@ class Simulation:
                 self.generation,
                 staleness,
                 trial,
+                stall,
             )
         )
         tracer = self.tracer

@@ -6,10 +6,14 @@ Endpoints (integer node ids):
   * dedicated parameter servers N + H + j, each alone on a host of its own.
 
 Links (each one direction of a full-duplex port; capacity in bytes/s):
-  * a device's port into its host fabric, out and in (`host_link`), and the host CPU's;
+  * a device's port into its host fabric, out and in (`host_link`), and the host CPU's
+    (`cpu_link`: one PCIe port between the CPU and all the host's devices);
   * each host's NIC, out and in (`network`);
   * the switch core, shared by every inter-host message, when `oversubscription` > 1:
     capacity = (all hosts' NIC bandwidth) / oversubscription.
+  * where the device's memory bandwidth is known, each worker's memory: the data it
+    receives to reduce crosses it, at memory bandwidth / the bytes a reduction reads and
+    writes per byte received (`Links.memory`);
   * with a calibration profile (`sim/costs/measured.py`), each host's loopback: the CPU that
     moves tensors between its processes, capacity `cpus x` what one core moves
     (`Calibration.loopback_capacity`); on one machine each worker's compute is CPU work
@@ -94,7 +98,10 @@ class Topology:
         self._port_both: int | None = None
         if loopback is None:
             directions = 2
-            capacity = [fabric] * (2 * ports)
+            # the hosts' CPUs (ports n .. n + h - 1) reach their devices over one PCIe port
+            cpu = fabric if links.cpu_bandwidth is None else links.cpu_bandwidth
+            one_way = [fabric] * n + [cpu] * h + [fabric] * (ports - n - h)
+            capacity = one_way + one_way
         elif duplex != 1.0:
             directions = 3
             self._port_both = 2 * ports
@@ -122,10 +129,16 @@ class Topology:
         if links.core is not None and loopback is not None:
             self._core = len(capacity)
             capacity += [links.core] * n
+        # each worker's memory, which the data it receives to reduce crosses
+        self._memory: int | None = None
+        if links.memory is not None:
+            self._memory = len(capacity)
+            capacity += [links.memory] * n
+            self.max_path += 1
         self.capacity = np.asarray(capacity, dtype=float)
         self.fabric_latency = links.fabric_latency
         self.network_latency = links.network_latency
-        self._cache: dict[tuple[int, int], Route] = {}
+        self._cache: dict[tuple[int, int, bool], Route] = {}
 
     def worker(self, w: int) -> int:
         return w
@@ -136,12 +149,17 @@ class Topology:
     def server(self, j: int) -> int:
         return self.workers + self.hosts + j
 
-    def route(self, src: int, dst: int) -> Route:
-        """Links and per-message latency from src to dst (src != dst)."""
-        key = (src, dst)
+    def route(self, src: int, dst: int, reduce: bool = False) -> Route:
+        """Links and per-message latency from src to dst (src != dst); `reduce`: the
+        receiver reduces what arrives, through its memory (where that is modelled)."""
+        key = (src, dst, reduce)
         route = self._cache.get(key)
         if route is None:
-            route = self._cache[key] = self._route(src, dst)
+            route = self._route(src, dst)
+            if reduce and self._memory is not None and dst < self.workers:
+                memory = self._memory + dst
+                route = self._padded([*route.links, memory], route.latency, route.inter_host)
+            self._cache[key] = route
         return route
 
     def narrowest(self, route: Route) -> float:

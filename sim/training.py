@@ -157,6 +157,7 @@ class Worker:
         self.compute_end = 0.0
         self.spans: list[Span] = []
         self.staleness = 0
+        self.stall = 0.0  # seconds of the step's compute spent waiting for its parameters
         self.step_start: float | None = None  # set by a step that first waited its turn
         self.inflight: list[simpy.Event] = []  # transfers to cancel if this worker fails
         self.process = training.spawn(self.train_loop())
@@ -169,12 +170,20 @@ class Worker:
                 sim.begin_step(step)
                 start = env.now
                 self.staleness = 0
+                self.stall = 0.0
                 self.step_start = None
                 yield from training.run_step(self, step)
                 if self.step_start is not None:
                     start = self.step_start
                 sim.record(
-                    self.index, step, start, self.compute_end, env.now, self.spans, self.staleness
+                    self.index,
+                    step,
+                    start,
+                    self.compute_end,
+                    env.now,
+                    self.spans,
+                    self.staleness,
+                    stall=self.stall,
                 )
                 step = training.next_step(self, step)
             except simpy.Interrupt as interrupt:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import make_spec
+from test_training import NCCL_LAUNCH
 
 from scenarios.loader import Point
 from sim.metrics import summarize
@@ -47,7 +48,7 @@ def test_slow_worker_sync_step_is_factor_times_compute_plus_ring(factor: float) 
             "stragglers.slow": [{"workers": [3], "factor": factor}],
         }
     )
-    ring = 2 * (n - 1) * (ALPHA + S / (n * B))
+    ring = NCCL_LAUNCH + 2 * (n - 1) * (ALPHA + S / (n * B))
     assert rel(r["step_time_mean_s"], factor * COMPUTE + ring) < 1e-6
 
 

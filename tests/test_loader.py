@@ -286,3 +286,46 @@ def test_asynchronous_updates_cover_every_worker() -> None:
     assert "of 8 asynchronous workers; give at least 8" in msg
     (point,) = loads(textwrap.dedent(text + "training: {steps: 8}\n")).points
     assert point.spec.training.steps == 8
+
+
+def test_a_joined_sweep_key_sets_its_paths_together() -> None:
+    text = MINIMAL + textwrap.dedent("""
+        strategy: {kind: parameter_server}
+        sweep:
+          cluster.hosts,strategy.servers: [[1, 1], [2, 3]]
+          training.batch_per_worker: [8, 16]
+        """)
+    points = loads(textwrap.dedent(text)).points
+    got = [
+        (p.spec.cluster.hosts, p.spec.strategy.servers, p.spec.training.batch_per_worker)
+        for p in points
+    ]
+    assert got == [(1, 1, 8), (1, 1, 16), (2, 3, 8), (2, 3, 16)]  # a product of 2 x 2, not 8
+    assert points[2].id == "hosts=2_servers=3_batch_per_worker=8"
+    assert points[2].values == {
+        "cluster.hosts": 2,
+        "strategy.servers": 3,
+        "training.batch_per_worker": 8,
+    }
+    msg = error_of(MINIMAL + "sweep:\n  cluster.hosts,strategy.servers: [[1, 1], [2]]\n")
+    assert msg.startswith("sweep.cluster.hosts,strategy.servers: each value must be a list of 2")
+    msg = error_of(MINIMAL + "sweep:\n  cluster.hosts,strategy.sevrers: [[1, 1]]\n")
+    assert msg.startswith("sweep: unknown key 'strategy.sevrers'")
+    msg = error_of(
+        MINIMAL + "sweep:\n  cluster.hosts,strategy.servers: [[1, 1]]\n", ("strategy.servers=2",)
+    )
+    assert msg.startswith("--set strategy.servers: the sweep sets cluster.hosts,strategy.servers")
+
+
+def test_a_swept_subtree_may_not_undo_an_earlier_sweep_key() -> None:
+    text = MINIMAL + (
+        "strategy: {kind: parameter_server}\n"
+        "sweep:\n"
+        "  cluster.hosts,strategy.servers: [[1, 1], [2, 2]]\n"
+        "  strategy: [{kind: parameter_server, sync: false}]\n"
+    )
+    msg = error_of(text)
+    assert msg.startswith(
+        "sweep.strategy: replaces all of strategy, which sweep.cluster.hosts,strategy.servers "
+        "sets before it (strategy.servers); list strategy first"
+    )

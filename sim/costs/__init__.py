@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from scenarios import catalog
 from scenarios.profile import Profile, load_profile
 from scenarios.spec import ClusterSpec, ScenarioSpec
+from scenarios.units import parse
 
 from ..compute import ComputeModel
 from . import explain
@@ -46,17 +48,36 @@ class Links:
     # every process of the job on the calibrated machine: dedicated servers are
     # processes of host 0
     one_machine: bool = False
+    # bytes/s of received data a device reduces through its memory (its memory bandwidth
+    # over the bytes a reduction reads and writes per byte received); None: not modelled
+    memory: float | None = None
+    # bytes/s of a host CPU's one port to its devices, each way (PCIe); None: the fabric's
+    cpu_bandwidth: float | None = None
 
     @classmethod
-    def of(cls, cluster: ClusterSpec) -> Links:
-        """The catalog's links of a cluster."""
+    def of(cls, cluster: ClusterSpec, memory: float | None = None) -> Links:
+        """The catalog's links of a cluster: each link's bandwidth times its goodput."""
         return cls(
-            fabric_bandwidth=cluster.host_link.bandwidth,
+            fabric_bandwidth=cluster.host_link.bandwidth * cluster.host_link.goodput,
             fabric_latency=cluster.host_link.latency,
-            network_bandwidth=cluster.network.bandwidth,
+            network_bandwidth=cluster.network.bandwidth * cluster.network.goodput,
             network_latency=cluster.network.latency,
             oversubscription=cluster.network.oversubscription,
+            memory=memory,
+            cpu_bandwidth=cluster.cpu_link.bandwidth * cluster.cpu_link.goodput,
         )
+
+
+@dataclass(frozen=True)
+class CollectiveCosts:
+    """What a collective costs beyond the bytes its steps move (seconds)."""
+
+    launch_s: float = 0.0  # before its first step (NCCL's base latency)
+    # each step's latency inside a host and between hosts; None: the route's own latency
+    step_s: tuple[float, float] | None = None
+
+
+NO_COLLECTIVE_COSTS = CollectiveCosts()
 
 
 @dataclass(frozen=True)
@@ -80,6 +101,7 @@ class CostModel:
     links: Links
     servers: ServerCosts
     restart_s: float  # relaunching the job after a fatal failure
+    collective: CollectiveCosts = NO_COLLECTIVE_COSTS
     # on the calibrated machine: bytes (in the cores' unit) one second of measured compute
     # is, so that compute and transfers share the host's cores; None elsewhere
     compute_rate: float | None = None
@@ -100,9 +122,10 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
     if cal is None:
         return CostModel(
             compute=compute,
-            links=Links.of(spec.cluster),
+            links=Links.of(spec.cluster, _reduction_rate(spec)),
             servers=ServerCosts(),
             restart_s=spec.checkpoint.restart_overhead,
+            collective=_collective(spec),
         )
     # on the calibrated machine compute is CPU work the transfers share the cores with: a
     # second of measured compute is this many bytes in the cores' unit (the cores the
@@ -142,4 +165,38 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
     )
 
 
-__all__ = ["CostModel", "Links", "ServerCosts", "cost_model"]
+def _collective(spec: ScenarioSpec) -> CollectiveCosts:
+    """The catalog's collective costs: NCCL's on GPUs (its launch, and each step paying
+    the larger of the link's latency and NCCL's per-step latency on that kind of link);
+    on CPU devices TensorFlow's gRPC ring, whose steps pay the links' own latency."""
+    if spec.cluster.device.kind != "gpu":
+        return NO_COLLECTIVE_COSTS
+    nccl = catalog.entry("collective", "nccl")
+    link, network = spec.cluster.host_link, spec.cluster.network
+    return CollectiveCosts(
+        launch_s=parse(nccl["launch"], "time"),
+        step_s=(
+            max(link.latency, link.step_latency),
+            max(network.latency, network.step_latency),
+        ),
+    )
+
+
+def _reduction_rate(spec: ScenarioSpec) -> float | None:
+    """Bytes/s of received data one device reduces: its memory bandwidth over the bytes a
+    reduction reads and writes per byte received (the catalog's `reduce_traffic`)."""
+    bandwidth = spec.cluster.device.memory_bandwidth
+    if bandwidth is None or spec.strategy.kind != "allreduce":
+        return None
+    traffic = float(catalog.entry("collective", "nccl")["reduce_traffic"])
+    return bandwidth / traffic
+
+
+__all__ = [
+    "NO_COLLECTIVE_COSTS",
+    "CollectiveCosts",
+    "CostModel",
+    "Links",
+    "ServerCosts",
+    "cost_model",
+]

@@ -1,0 +1,55 @@
+"""Published measurements that a scenario file carries (`published:`), matched to its points.
+
+A file of `scenarios/published/` is a source's setup written as a scenario, plus a
+`published` block: the citation, the table or figure, and one figure per measured point,
+each naming the swept values that pick its point (`at`). `figures(scenario)` returns each
+figure with its point; `make validate-published` simulates the points and compares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ScenarioError
+from .loader import Point, Scenario, sweep_paths
+from .spec import PublishedPoint, PublishedSpec
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One published figure and the sweep point it was measured at."""
+
+    point: Point
+    published: PublishedPoint
+    spec: PublishedSpec
+
+    @property
+    def metric(self) -> str:
+        return self.spec.metric
+
+
+def figures(scenario: Scenario) -> list[Figure]:
+    """Every published figure of the scenario with its point; a figure whose `at` picks
+    no point or several, or names a field the sweep does not set, is a ScenarioError."""
+    spec = scenario.points[0].spec.published
+    if spec is None:
+        raise ScenarioError(f"published: {scenario.path} has no published figures")
+    swept = {path for key in scenario.document.get("sweep") or {} for path in sweep_paths(key)}
+    found = []
+    for i, figure in enumerate(spec.points):
+        where = f"published.points[{i}].at"
+        for key in figure.at:
+            if key not in swept:
+                raise ScenarioError(f"{where}: {key!r} is not swept (sweep: {sorted(swept)})")
+        matches = [p for p in scenario.points if _matches(p, figure.at)]
+        if len(matches) != 1:
+            raise ScenarioError(
+                f"{where}: {figure.at!r} picks {len(matches)} sweep points; it must pick one"
+            )
+        found.append(Figure(matches[0], figure, spec))
+    return found
+
+
+def _matches(point: Point, at: dict[str, Any]) -> bool:
+    return all(key in point.values and point.values[key] == value for key, value in at.items())

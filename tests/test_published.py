@@ -1,0 +1,75 @@
+"""The published validation set (scenarios/published/, tools/validate_published.py): every
+file names its source and each figure its point, and the simulator's errors against the
+published numbers stay where docs/validation-published.md reports them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from scenarios import load
+from scenarios.errors import ScenarioError
+from scenarios.loader import loads
+from scenarios.published import figures
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import validate_published  # noqa: E402
+
+FILES = sorted((ROOT / "scenarios" / "published").glob("*.yaml"))
+
+
+def test_the_set_spans_sources_strategies_and_scale() -> None:
+    found = [f for path in FILES for f in figures(load(path))]
+    assert len(found) >= 20
+    assert len({f.spec.source for f in found}) >= 4
+    kinds = {f.point.spec.strategy.kind for f in found}
+    assert kinds == {"allreduce", "parameter_server"}
+    gpus = [f.point.spec.workers for f in found]
+    assert min(gpus) <= 8 and max(gpus) >= 256
+    networks = {
+        f.point.spec.cluster.network.bandwidth for f in found if f.point.spec.cluster.hosts > 1
+    }
+    assert min(networks) <= 10e9 / 8 and max(networks) >= 100e9 / 8
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_every_figure_names_its_source_and_point(path: Path) -> None:
+    for figure in figures(load(path)):
+        assert figure.spec.source and figure.spec.url.startswith("https://") and figure.spec.table
+        assert figure.published.value > 0
+
+
+def test_a_figure_must_pick_one_point() -> None:
+    text = """
+version: 1
+name: t
+model: resnet50
+cluster: {hosts: 1, devices_per_host: 2, device: v100}
+sweep: {cluster.hosts: [1, 2]}
+published:
+  source: s
+  url: https://example.org
+  table: t
+  points: [{at: {cluster.hosts: 3}, value: 100}]
+"""
+    with pytest.raises(ScenarioError, match=r"published.points\[0\].at: .* picks 0 sweep points"):
+        figures(loads(text))
+    with pytest.raises(ScenarioError, match="'cluster.devices_per_host' is not swept"):
+        figures(loads(text.replace("cluster.hosts: 3", "cluster.devices_per_host: 2")))
+
+
+@pytest.mark.slow
+def test_the_simulator_against_the_published_set() -> None:
+    # the issue's targets: throughput MAPE <= 10%, 90% of figures within tolerance, every
+    # pair of a table ordered. The last two are not met yet (docs/validation-published.md
+    # says which figures and why): these bounds keep what is met from slipping
+    compared = validate_published.compare(FILES, jobs=2)
+    throughput = [c for c in compared if not c.efficiency]
+    assert validate_published.mape(throughput) <= validate_published.MAPE_TARGET
+    within = sum(c.within for c in compared) / len(compared)
+    assert within >= 0.85
+    judged, ordered, _ = validate_published.pairs(compared)
+    assert ordered >= judged - 2

@@ -1,0 +1,254 @@
+"""`make validate-published`: the simulator against published GPU-cluster measurements.
+
+Every file of `scenarios/published/` is a source's setup (hardware, network, model, batch,
+framework, strategy) written as a scenario, with a `published:` block naming the source,
+its table or figure and the figures measured (`scenarios/published.py`). This simulates
+every file from the catalog alone (no calibration profile), compares each figure with its
+point, and writes `docs/validation-published.md`: one row per figure (source, setup,
+published, simulated, error), the MAPE, the share within tolerance, and whether every pair
+of figures of one source's table is ordered as published.
+
+    python tools/validate_published.py [--out FILE.md] [--jobs N] [--only NAME ...]
+
+Throughput figures are judged by their relative error (within 8%); scaling efficiencies
+by percentage points (within 5). Two figures of one table more than 2% apart (relative
+to the smaller) must be ordered by the simulator as published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scenarios import load  # noqa: E402
+from scenarios.published import Figure, figures  # noqa: E402
+from scenarios.results import git_commit, write_atomic  # noqa: E402
+from sim.runner import run  # noqa: E402
+
+PUBLISHED = ROOT / "scenarios" / "published"
+DOC = ROOT / "docs" / "validation-published.md"
+BEGIN, END = "<!-- analysis: begin -->", "<!-- analysis: end -->"
+#: the issue's targets
+MAPE_TARGET = 0.10
+WITHIN_TARGET = 0.90
+REL_TOLERANCE = 0.08  # throughput: relative error
+PP_TOLERANCE = 0.05  # scaling efficiency: percentage points (as a fraction)
+TIE = 0.02  # figures of one table closer than this are not judged for order
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One published figure beside its simulated value."""
+
+    scenario: str
+    figure: Figure
+    simulated: float
+
+    @property
+    def published(self) -> float:
+        return self.figure.published.value
+
+    @property
+    def error(self) -> float:
+        """Relative error (sim - published) / published."""
+        return (self.simulated - self.published) / self.published
+
+    @property
+    def efficiency(self) -> bool:
+        return self.figure.metric == "scaling_efficiency"
+
+    @property
+    def within(self) -> bool:
+        if self.efficiency:
+            return abs(self.simulated - self.published) <= PP_TOLERANCE + 1e-12
+        return abs(self.error) <= REL_TOLERANCE + 1e-12
+
+    @property
+    def table(self) -> tuple[str, str]:
+        return (self.figure.spec.source, self.figure.spec.table)
+
+
+def compare(paths: Sequence[Path], jobs: int = 1) -> list[Compared]:
+    """Simulate every scenario and pair each published figure with its simulated value."""
+    out: list[Compared] = []
+    for path in paths:
+        scenario = load(path)
+        wanted = figures(scenario)
+        result = run(scenario, jobs=jobs)
+        rows = {p.point_id: p.row for p in result.points}
+        for figure in wanted:
+            value = float(rows[figure.point.id][figure.metric])
+            out.append(Compared(scenario.name, figure, value))
+    return out
+
+
+def mape(compared: Sequence[Compared]) -> float:
+    errors = [abs(c.error) for c in compared]
+    return float(sum(errors) / len(errors)) if errors else math.nan
+
+
+def pairs(compared: Sequence[Compared]) -> tuple[int, int, list[tuple[Compared, Compared]]]:
+    """(pairs judged, pairs ordered as published, the misordered ones) within each
+    source's table, figures of one metric, more than TIE apart as published."""
+    judged = ordered = 0
+    wrong: list[tuple[Compared, Compared]] = []
+    groups: dict[tuple[str, str, str], list[Compared]] = {}
+    for c in compared:
+        groups.setdefault((*c.table, c.figure.metric), []).append(c)
+    for members in groups.values():
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                low, high = sorted((a.published, b.published))
+                if high <= low * (1 + TIE):
+                    continue
+                judged += 1
+                if (a.simulated - b.simulated) * (a.published - b.published) > 0:
+                    ordered += 1
+                else:
+                    wrong.append((a, b))
+    return judged, ordered, wrong
+
+
+def _fmt(c: Compared, value: float) -> str:
+    return f"{100 * value:.1f}%" if c.efficiency else f"{value:,.0f}"
+
+
+def _err(c: Compared) -> str:
+    if c.efficiency:
+        return f"{100 * (c.simulated - c.published):+.1f} pp"
+    return f"{100 * c.error:+.1f}%"
+
+
+def _at(c: Compared) -> str:
+    at = c.figure.published.at
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={_short(v)}" for k, v in at.items()) or "-"
+
+
+def _short(value: object) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_short(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def document(compared: Sequence[Compared], seconds: float, analysis: str) -> str:
+    """docs/validation-published.md."""
+    today = dt.date.today().isoformat()
+    throughput = [c for c in compared if not c.efficiency]
+    within = sum(c.within for c in compared)
+    judged, ordered, wrong = pairs(compared)
+    sources = sorted({c.figure.spec.source for c in compared})
+    lines = [
+        "# Validation against published GPU-cluster measurements",
+        "",
+        f"Made by `make validate-published` (`tools/validate_published.py`) on {today}, commit "
+        f"{git_commit()}, on {platform.node() or 'this machine'} (Python "
+        f"{platform.python_version()}): {len(compared)} figures from {len(sources)} sources "
+        f"in {len(list(PUBLISHED.glob('*.yaml')))} scenario files, simulated from the "
+        f"catalog alone (no calibration profile) in {seconds:.0f} s.",
+        "",
+        "Each file of `scenarios/published/` is the setup its source states (hardware, "
+        "network, model, batch, framework and strategy), with the source, the table or "
+        "figure and the published numbers in its `published:` block; where the source is "
+        "silent, the file's `published.setup` says what was assumed and why. A device's "
+        "speed is the source's own single-GPU figure where it gives one "
+        "(`device.samples_per_s`), so the prediction is of scaling. Relative error is "
+        "(simulated - published) / published; scaling efficiencies are compared in "
+        "percentage points.",
+        "",
+        f"**Throughput MAPE: {100 * mape(throughput):.1f}%** over {len(throughput)} "
+        f"throughput figures (target {100 * MAPE_TARGET:.0f}%); all {len(compared)} figures "
+        f"{100 * mape(compared):.1f}%. **{within} of {len(compared)} figures "
+        f"({100 * within / max(len(compared), 1):.0f}%) within tolerance** "
+        f"(+-{100 * REL_TOLERANCE:.0f}% of throughput, +-{100 * PP_TOLERANCE:.0f} points of "
+        f"scaling efficiency; target {100 * WITHIN_TARGET:.0f}%). **Order: {ordered} of "
+        f"{judged} pairs** of figures within a source's table that are more than "
+        f"{100 * TIE:.0f}% apart are ordered as published.",
+        "",
+        "## By source",
+        "",
+        "| source | figures | MAPE | within tolerance | pairs ordered |",
+        "|---|---|---|---|---|",
+    ]
+    for source in sources:
+        mine = [c for c in compared if c.figure.spec.source == source]
+        j, o, _ = pairs(mine)
+        lines.append(
+            f"| {source} | {len(mine)} | {100 * mape(mine):.1f}% | "
+            f"{sum(c.within for c in mine)} of {len(mine)} | {o} of {j} |"
+        )
+    lines += [
+        "",
+        "## Every figure",
+        "",
+        "| source | table | scenario | point | setup | published | simulated | error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in compared:
+        spec = c.figure.spec
+        source = f"[{spec.source}]({spec.url})"
+        mark = "" if c.within else " **(out)**"
+        lines.append(
+            f"| {source} | {spec.table} | {c.scenario} | {_at(c)} | "
+            f"{c.figure.point.spec.description or '-'} | {_fmt(c, c.published)} | "
+            f"{_fmt(c, c.simulated)} | {_err(c)}{mark} |"
+        )
+    worst = sorted(compared, key=lambda c: -abs(c.error))[:8]
+    lines += ["", "## Largest errors", ""]
+    for c in worst:
+        lines.append(
+            f"- {c.scenario} ({_at(c)}): published {_fmt(c, c.published)}, simulated "
+            f"{_fmt(c, c.simulated)} ({_err(c)})."
+        )
+    if wrong:
+        lines += ["", "Pairs ordered otherwise than published:", ""]
+        for a, b in wrong:
+            lines.append(
+                f"- {a.scenario} ({_at(a)}) against {b.scenario} ({_at(b)}): published "
+                f"{_fmt(a, a.published)} / {_fmt(b, b.published)}, simulated "
+                f"{_fmt(a, a.simulated)} / {_fmt(b, b.simulated)}."
+            )
+    lines += ["", "## Analysis", "", BEGIN, analysis.strip(), END, ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="validate-published", description=__doc__)
+    parser.add_argument("--out", default=str(DOC), help="the document to write")
+    parser.add_argument("--jobs", type=int, default=2, help="points simulated in parallel")
+    parser.add_argument("--only", nargs="*", default=None, help="scenario names to run")
+    args = parser.parse_args(argv)
+    paths = sorted(PUBLISHED.glob("*.yaml"))
+    if args.only:
+        paths = [p for p in paths if p.stem in args.only]
+    started = time.perf_counter()
+    compared = compare(paths, jobs=args.jobs)
+    seconds = time.perf_counter() - started
+    out = Path(args.out)
+    analysis = "(no analysis yet)"
+    if out.exists():
+        text = out.read_text()
+        if BEGIN in text and END in text:
+            analysis = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    write_atomic(out, document(compared, seconds, analysis))
+    throughput = [c for c in compared if not c.efficiency]
+    judged, ordered, _ = pairs(compared)
+    print(
+        f"validate-published: {len(compared)} figures, throughput MAPE "
+        f"{100 * mape(throughput):.1f}%, {sum(c.within for c in compared)} within tolerance, "
+        f"{ordered} of {judged} pairs ordered; {seconds:.0f} s; wrote {out}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
