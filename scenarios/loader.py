@@ -218,14 +218,14 @@ def expand(document: Mapping[str, Any]) -> list[Point]:
     sweep = document.get("sweep") or {}
     if not isinstance(sweep, dict):
         raise ScenarioError(f"sweep: must map field paths to lists of values, not {_kind(sweep)}")
-    for key, values in sweep.items():
+    for key, listed in sweep.items():
         paths = sweep_paths(key)
         for path in paths:
             check_path(path, "sweep")
-        if not isinstance(values, list) or not values:
-            raise ScenarioError(f"sweep.{key}: must be a non-empty list of values, got {values!r}")
+        if not isinstance(listed, list) or not listed:
+            raise ScenarioError(f"sweep.{key}: must be a non-empty list of values, got {listed!r}")
         if len(paths) > 1:
-            for value in values:
+            for value in listed:
                 if not isinstance(value, list) or len(value) != len(paths):
                     raise ScenarioError(
                         f"sweep.{key}: each value must be a list of {len(paths)} values, one "

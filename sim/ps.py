@@ -177,7 +177,7 @@ class ParameterServerTraining(Training):
         self.total_bytes = float(held.sum())
         # bytes of each layer on each shard, then the groups a step moves
         layer_bytes = np.zeros((len(compute.params), len(keep)))
-        for v, layer in enumerate(variable_layers(variables, compute.params)):
+        for v, layer in enumerate(variable_layers(variables.tolist(), compute.params.tolist())):
             layer_bytes[layer] += held[v]
         # a calibration profile measured run-real's closures, which move the whole model
         # in one call each way: there a step pulls it all, computes, and pushes it all

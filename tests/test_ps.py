@@ -4,13 +4,12 @@ closed forms."""
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 from conftest import make_spec
 
+from scenarios.loader import Point
 from sim.ps import assign, variable_layers
 from sim.runner import simulate_point
-from scenarios.loader import Point
 
 B = 100e9  # bytes/s of every link here
 # two layers: the input one small and slow to compute, the output one large and quick
