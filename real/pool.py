@@ -1,10 +1,10 @@
 """Pooling later measurements into a profile (`run-real --recalibrate`).
 
-A VM's speed drifts over minutes, and the probes a calibration runs once (the transfer,
-the all-reduce, the coordinator, a model's update and closures) swing 20-25% from one
-calibration to the next while the runs they predict do not (docs/validation.md). Measured
-again beside the runs, in every round of `real.repeats`, and pooled with the calibration's
-own measurement, each number is a mean over the same minutes as the runs' means.
+A shared machine's speed drifts over minutes, and a probe that a calibration runs once (the
+transfer, the all-reduce, the coordinator, a model's update and closures) can differ from
+one calibration to the next by more than the runs it predicts do. Measured again beside the
+runs, in every round of `real.repeats`, and pooled with the calibration's own measurement,
+each number is a mean over the same minutes as the runs' means.
 
 How each kind pools, the calibration's own measurement counting as one of them:
 

@@ -1,8 +1,10 @@
 """What a worker process tells the launcher: one JSON object per line on standard output,
 prefixed so that TensorFlow's own chatter on the same stream is never mistaken for it.
 
-Events: `ready` (model built, cluster joined: the end of start-up), `step` (one step's host
-clock times: start, compute_end, end; and the loss), `done`, `error`.
+Events: `ready` (model built, cluster joined: the end of start-up), `serving` (a server
+task is up), `step` (one step's host clock times: start, compute_end, end; and the loss),
+`round` and `progress` (the parameter-server coordinator's), `checkpoint`, `probe` (a
+calibration probe's measurements), `done`, `error`.
 """
 
 from __future__ import annotations

@@ -4,8 +4,12 @@ Worker and parameter-server processes only serve (`tf.distribute.Server(...).joi
 the chief process is the coordinator: it builds the model under the strategy (variables
 on the parameter servers: round-robin by default, or every variable sliced over all shards
 with a `FixedShardsPartitioner` for `partition: sliced`) and schedules one closure per
-update with `ClusterCoordinator.schedule`. Each closure reads the parameters, computes,
-and applies its gradients at once (no aggregation across workers: asynchronous by nature).
+update with `ClusterCoordinator.schedule`. Asynchronous: each closure reads the
+parameters, computes, and applies its gradients at once. Synchronous: each round
+schedules one closure per worker that adds its gradients to accumulators beside the
+variables (on the servers); once the round's closures are in, the coordinator applies the
+mean on the servers and zeroes the accumulators (with backup workers, the first N - b
+closures of a round count; later ones are dropped and counted).
 
 Inside every closure the host clock is read at its start, once every gradient exists and
 after the update; the optimizer's iteration counter (a variable on a parameter server) is
@@ -28,7 +32,7 @@ def serve(job: dict[str, Any]) -> None:
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     # inter_op_parallelism_threads=1 on these servers deadlocks coordinator.join()
-    # (TF-NOTES.md); 2 works
+    # (docs/tf-notes.md); 2 works
     config = tf.compat.v1.ConfigProto(
         intra_op_parallelism_threads=1, inter_op_parallelism_threads=2
     )

@@ -1,10 +1,12 @@
 """Run every sweep point of a scenario for real and summarize it like the simulator does.
 
-What runs today: synchronous ring all-reduce with TensorFlow's MultiWorkerMirroredStrategy
-(one process per worker on this host, RING collectives on CPU, NCCL on GPU), and a single
-worker without a strategy. Everything else in the scenario language is refused before
-anything starts, with a line that names the field (`... not implemented yet by run-real`):
-never run something else under its name.
+What runs: synchronous ring all-reduce with TensorFlow's MultiWorkerMirroredStrategy (one
+process per worker on this host, RING collectives on CPU, NCCL on GPU), synchronous and
+asynchronous parameter servers with ParameterServerStrategy (`real/ps.py`), independent
+trials (`real/trials.py`), a single worker without a strategy, and the failures and
+stragglers a scenario injects. What it cannot run as specified (`check_supported`) is
+refused before anything starts, with a line that names the field (`... not implemented
+yet by run-real`): never run something else under its name.
 """
 
 from __future__ import annotations
@@ -321,13 +323,13 @@ def _process_of(spec: ScenarioSpec, failure: Failure) -> tuple[int, int, bool]:
 
 
 def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
-    """Run a point; kill the processes its failures name; recover as SCENARIO.md says.
+    """Run a point; kill the processes its failures name; recover as the contract says.
 
     A worker under parameter servers is killed and started again after its `downtime` on
     the same address: it rejoins, and the coordinator reschedules what it was running.
     Any other failure stops the job (under all-reduce the survivors' next collective fails
     within a fraction of a second; under parameter servers the coordinator's next call
-    does, TF-NOTES.md): every process is ended, the `downtime` waited, and the cluster
+    does, docs/tf-notes.md): every process is ended, the `downtime` waited, and the cluster
     started again, restoring the last `tf.train.CheckpointManager` checkpoint (every
     `checkpoint.every_steps`) and redoing the steps since. `at_time` counts from the
     first step of the run; a failure whose time passes while the job restarts strikes as

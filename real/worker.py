@@ -2,7 +2,7 @@
 
 The launcher (`real/launcher.py`) writes the job, sets `TF_CONFIG`, and reads this
 process's standard output: one JSON object per line (`real/protocol.py`). Training is a
-custom loop (Keras 3 `fit` fails under MultiWorkerMirroredStrategy, TF-NOTES.md):
+custom loop (Keras 3 `fit` fails under MultiWorkerMirroredStrategy, docs/tf-notes.md):
 
     strategy.run(step): gradients, tf.timestamp() -> compute_end,
                         apply_gradients (all-reduce + update) -> end

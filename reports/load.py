@@ -1,7 +1,7 @@
 """Read one result directory (results.csv, steps.csv, meta.json, trace-<point>.json).
 
 Only the result files are read, never the simulator or the real backend: a report lays
-side by side whatever the two backends wrote under the contract (SCENARIO.md, "Result
+side by side whatever the two backends wrote under the contract (docs/scenarios.md, "Result
 files"). Every problem is a `UserError` naming the file, the column or key, and the value.
 """
 

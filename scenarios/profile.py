@@ -143,22 +143,18 @@ class UpdateEntry(_Strict):
     # closures of the same model on the same servers, one worker, each scheduled and
     # fetched alone (means; None in older profiles): `closure_read` reads every weight on
     # the worker; `closure_accumulate` also adds a gradient to every accumulator and
-    # counts it (a synchronous closure's push without backup workers; until 2026-11-30 it
-    # took a ticket too); `closure_apply` instead applies it with the optimizer (an
-    # asynchronous closure's push and update)
+    # counts it (a synchronous closure's push without backup workers); `closure_apply`
+    # instead applies it with the optimizer (an asynchronous closure's push and update)
     closure_read: PositiveSeconds | None = None
     closure_accumulate: PositiveSeconds | None = None
     closure_apply: PositiveSeconds | None = None
     # `closure_bare` reads one scalar on a server and nothing of the model: the dispatch,
-    # the worker's function and the fetch that every closure pays (None in profiles
-    # written before c5c6f50)
+    # the worker's function and the fetch that every closure pays (None in older profiles)
     closure_bare: PositiveSeconds | None = None
     # the CPU time the machine's cores spent while each closure ran (all processes, all
     # cores: /proc/stat, Linux only; means; None elsewhere and in older profiles). Over
-    # the closure's time it says how many cores one closure keeps busy. Recorded, not
-    # used by `simulate`: closures run as this much CPU work (all of it, or beyond the
-    # bare closure's) predicted the validation runs worse than closures run as bytes
-    # (docs/validation.md)
+    # the closure's time it says how many cores one closure keeps busy. Recorded for
+    # analysis; `simulate` charges closures to the cores by their bytes instead
     closure_read_cpu: Seconds | None = None
     closure_accumulate_cpu: Seconds | None = None
     closure_apply_cpu: Seconds | None = None

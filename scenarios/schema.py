@@ -14,7 +14,7 @@ from .spec import ScenarioSpec
 
 SCHEMA_PATH = catalog.CATALOG_DIR.parent / "schema.json"
 
-# Fields where a catalog name may stand for a mapping (SCENARIO.md, "Rules for every field").
+# Fields where a catalog name may stand for a mapping (docs/scenarios.md, "Rules for every field").
 _CATALOG_FIELDS: dict[tuple[str, str], catalog.CatalogKind] = {
     ("ScenarioSpec", "model"): "model",
     ("ClusterSpec", "device"): "device",

@@ -1,4 +1,4 @@
-"""The scenario language, version 1, as pydantic models (`../shared/SCENARIO.md`).
+"""The scenario language, version 1, as pydantic models (docs/scenarios.md).
 
 One declarative spec holds every default, bound and enum (STYLE.md rule 8). Validation
 turns catalog names into full entries and unit strings into SI floats, so a validated
@@ -566,7 +566,7 @@ class ScenarioSpec(Strict):
                     )
         ps = self.strategy.kind == "parameter_server"
         if self.strategy.kind == "independent":
-            # each trial is a training run of its own: SCENARIO.md gives no failure or
+            # each trial is a training run of its own: the contract gives no failure or
             # checkpoint semantics to a search
             if self.failures:
                 raise _LocatedError(

@@ -24,7 +24,7 @@ def trace_file(point_id: str) -> str:
     return f"trace-{point_id}.json"
 
 
-#: results.csv, one row per sweep point, in this column order (SCENARIO.md, "Result files").
+#: results.csv, one row per sweep point, in this column order (docs/scenarios.md, "Result files").
 RESULT_COLUMNS = (
     "point",
     "backend",

@@ -1,7 +1,9 @@
 """Discrete-event simulator of distributed training, on SimPy.
 
-`sim.run(scenario)` simulates every sweep point of a loaded scenario and returns the
-results; `sim.write(...)` writes the result files of `../shared/SCENARIO.md`.
+`sim.run(scenario)` simulates every sweep point of a loaded scenario and returns a
+`RunResult` (`.results`, `.steps`, `.traces`); `scenarios.results.write_run` writes them
+as the result files of docs/scenarios.md, as `simulate` does. What every point costs
+comes from `sim.costs.cost_model`.
 """
 
 from .runner import PointResult, RunResult, run, simulate_point

@@ -1,9 +1,10 @@
 """Failures and recovery: injectors interrupt the job from outside (STYLE.md rule 2).
 
-Recovery follows SCENARIO.md: a failed non-chief worker under parameter servers is back
-after `downtime` and rejoins (workers are stateless); a failed parameter server or chief,
-and any failure under all-reduce, stops the job, which restarts after `downtime +
-restart_overhead` from the last completed checkpoint; the steps since are lost and redone.
+Recovery follows the contract (docs/scenarios.md): a failed non-chief worker under
+parameter servers is back after `downtime` and rejoins (workers are stateless); a failed
+parameter server or chief, and any failure under all-reduce, stops the job, which restarts
+after `downtime + restart_overhead` from the last completed checkpoint; the steps since
+are lost and redone.
 
 Random failures are a Poisson process per host (exponential times between failures, mean
 `mtbf_per_host`), drawn from the host's own seeded stream. A host carries the roles of what

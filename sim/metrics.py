@@ -1,4 +1,4 @@
-"""From worker-step records to one results row (SCENARIO.md, "Result files").
+"""From worker-step records to one results row (docs/scenarios.md, "Result files").
 
 Honest timing (STYLE.md rule 14): warm-up steps are dropped; step times are the intervals
 between consecutive global step ends (asynchronous parameter servers: one worker's

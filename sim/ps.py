@@ -14,8 +14,9 @@ starts once its group has arrived, and a group's gradients go to their shards as
 backward has produced them. With `overlap: false` the worker pulls everything before its
 forward and pushes everything after its backward. The groups are the variables one by one
 (`fusion_buffer` not given: TensorFlow sends each variable on its own), merged into at most
-`MAX_GROUPS` groups of about equal bytes so that the cost of a step stays bounded; or
-buckets of `fusion_buffer` bytes where it is given.
+`MAX_GROUPS` groups of about equal bytes, fewer where the pushing nodes x shards x groups
+would exceed `FLOW_BUDGET` flows, so that the cost of a step stays bounded; or buckets of
+`fusion_buffer` bytes where it is given.
 
 Synchronous: a step's update is applied once N - b workers' gradients have reached every
 shard (b = `backup_workers`, Chen et al. 2016), counted per shard; gradients that arrive
@@ -54,8 +55,10 @@ from scenarios import vocab
 from .simulation import Simulation, Span
 from .training import Events, PerStep, Process, Training, Worker
 
-#: a step moves the model in at most this many groups of layers (fusion_buffer not given)
+#: a step moves the model in at most this many groups of layers (fusion_buffer not given),
+#: and in fewer where pushing nodes x shards x groups would exceed FLOW_BUDGET flows
 MAX_GROUPS = 16
+FLOW_BUDGET = 512
 
 
 def partition(params: np.ndarray, shards: int, how: str) -> np.ndarray:
@@ -183,7 +186,11 @@ class ParameterServerTraining(Training):
         # in one call each way: there a step pulls it all, computes, and pushes it all
         calibrated = sim.costs.calibration is not None
         explicit = "fusion_buffer" in spec.model_fields_set
-        min_bytes = spec.fusion_buffer if explicit else self.total_bytes / MAX_GROUPS
+        # each group is a flow per pushing node and shard each way: the default grouping
+        # keeps a step's flows within FLOW_BUDGET (the flow network's cost grows with them)
+        pushers = topo.hosts if spec.local_aggregation else sim.workers
+        budget = max(1, min(MAX_GROUPS, FLOW_BUDGET // max(1, pushers * len(keep))))
+        min_bytes = spec.fusion_buffer if explicit else self.total_bytes / budget
         if calibrated:
             min_bytes = math.inf
         self.groups = groups_of(compute.forward_s, compute.backward_s, layer_bytes, min_bytes)

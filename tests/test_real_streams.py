@@ -53,7 +53,7 @@ def test_real_jitter_and_hiccups_are_the_simulated_ones() -> None:
 def test_which_failures_have_a_relaunch_to_calibrate(
     strategy: dict[str, object], failures: list[dict[str, object]], stops: bool
 ) -> None:
-    # SCENARIO.md: a parameter-server worker rejoins alone (nothing is relaunched); any
+    # the contract: a parameter-server worker rejoins alone (nothing is relaunched); any
     # failure under all-reduce, a server's, the chief's, and random ones stop the job
     from real.calibrate import _stopping_failure
 

@@ -392,7 +392,7 @@ def test_same_point_twice_and_bad_arguments(
 
 
 def test_reports_never_imports_sim_or_real() -> None:
-    """reports reads result files only (SCENARIO.md); it may use scenarios' vocabulary."""
+    """reports reads result files only (docs/scenarios.md); it may use scenarios' vocabulary."""
     offenders = []
     for path in sorted((ROOT / "reports").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
