@@ -328,18 +328,7 @@ class ParameterServerTraining(Training):
             self.prefetched[(node, step + 1)] = self.pull(node, self._pull_after(step + 1))
         worker.inflight = list(pulls)
         pulled_all = env.all_of(pulls)
-        stall = 0.0
-        if not self.overlap:
-            waited = env.now
-            yield pulled_all
-            stall += env.now - waited
-        for group, pulled in zip(self.groups, pulls, strict=True):
-            if not pulled.triggered:
-                waited = env.now
-                yield pulled
-                stall += env.now - waited
-            yield from sim.busy(worker, group.forward_s, factor, delay)
-            delay = 0.0
+        stall = yield from self.forward(worker, pulls, factor, delay)
         pull_end = env.now if pulled_all.triggered else None
         pushes: list[simpy.Event] = []
         push_start = None
@@ -369,6 +358,27 @@ class ParameterServerTraining(Training):
         if not (self.per_variable and self.sync and step > self.start_step):
             return None
         return [self.pushed(step - 1, g).event for g in range(len(self.groups))]
+
+    def forward(
+        self, worker: Worker, arrivals: list[simpy.Event], factor: float, delay: float
+    ) -> Generator[Any, Any, float]:
+        """The forward pass group by group, each once its group's parameters have arrived
+        (`arrivals`; all of them first without overlap). Returns the seconds it waited."""
+        sim, env = self.sim, self.sim.env
+        stall = 0.0
+        gates = [] if self.overlap else [env.all_of(arrivals)]
+        for gate in gates:
+            waited = env.now
+            yield gate
+            stall += env.now - waited
+        for group, arrived in zip(self.groups, arrivals, strict=True):
+            if not arrived.triggered:
+                waited = env.now
+                yield arrived
+                stall += env.now - waited
+            yield from sim.busy(worker, group.forward_s, factor, delay)
+            delay = 0.0
+        return stall
 
     def pull(self, node: int, after: list[simpy.Event] | None = None) -> list[simpy.Event]:
         """Every group's pull from its shards to `node`: all started now, or each once its
@@ -493,18 +503,7 @@ class ParameterServerTraining(Training):
         broadcast, pull_span, push_span = self.host_rounds[key]
         factor = sim.compute_factor(worker.index, step)
         delay = sim.compute_delay(worker.index, step)
-        stall = 0.0
-        if not self.overlap:
-            waited = env.now
-            yield env.all_of(broadcast)
-            stall += env.now - waited
-        for group, arrived in zip(self.groups, broadcast, strict=True):
-            if not arrived.triggered:
-                waited = env.now
-                yield arrived
-                stall += env.now - waited
-            yield from sim.busy(worker, group.forward_s, factor, delay)
-            delay = 0.0
+        stall = yield from self.forward(worker, broadcast, factor, delay)
         groups = len(self.groups)
         for g in reversed(range(groups)):
             yield from sim.busy(worker, self.groups[g].backward_s, factor)
