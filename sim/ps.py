@@ -43,8 +43,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,113 +51,12 @@ import simpy
 
 from scenarios import vocab
 
+from .shards import FLOW_BUDGET, MAX_GROUPS, Group, assign, groups_of, variable_layers
 from .simulation import Simulation, Span
 from .training import Events, PerStep, Process, Training, Worker
 
-#: a step moves the model in at most this many groups of layers (fusion_buffer not given),
-#: and in fewer where pushing nodes x shards x groups would exceed FLOW_BUDGET flows
-MAX_GROUPS = 16
-FLOW_BUDGET = 512
-
-
-def partition(params: np.ndarray, shards: int, how: str) -> np.ndarray:
-    """Parameters held by each shard (the sums over `assign`)."""
-    return assign(params, shards, how).sum(axis=0)
-
-
-def assign(params: np.ndarray, shards: int, how: str) -> np.ndarray:
-    """Parameters of each variable held by each shard: (variables, shards).
-
-    round_robin: whole variables to shards in turn, in creation order (TF's
-    replica_device_setter, and ParameterServerStrategy without a partitioner); greedy:
-    each whole variable, in creation order, to the shard holding the fewest parameters so
-    far (TF's GreedyLoadBalancingStrategy); sliced: every variable split evenly over all
-    shards (a fixed-shards partitioner). Variables of no parameters hold nothing.
-    """
-    held = np.zeros((len(params), shards))
-    if how == "sliced":
-        held += np.asarray(params, dtype=float)[:, None] / shards
-        return held
-    if how not in ("round_robin", "greedy"):
-        raise ValueError(f"unknown partition {how!r}")
-    load = np.zeros(shards)
-    turn = 0
-    for i, p in enumerate(params):
-        if p <= 0:
-            continue
-        j = turn % shards if how == "round_robin" else int(np.argmin(load))
-        turn += 1
-        held[i, j] = p
-        load[j] += p
-    return held
-
-
-@dataclass(frozen=True)
-class Group:
-    """Consecutive layers moved together: their compute and their bytes on each shard."""
-
-    first: int  # index of its first layer (closest to the input)
-    last: int  # index of its last layer (closest to the output)
-    forward_s: float
-    backward_s: float
-    nbytes: tuple[float, ...]  # per shard (the training's `shards`)
-
-
-def variable_layers(variables: Sequence[float], layer_params: Sequence[float]) -> list[int]:
-    """The layer each variable belongs to: variables in creation order fill the layers with
-    parameters in order (a layer's kernel, then its bias). Where they do not add up layer
-    by layer (a model given as one variable), every variable goes to the last layer with
-    parameters."""
-    with_params = [i for i, p in enumerate(layer_params) if p > 0]
-    out: list[int] = []
-    k, filled = 0, 0.0
-    for size in variables:
-        if k >= len(with_params):
-            break
-        out.append(with_params[k])
-        filled += size
-        if filled >= layer_params[with_params[k]] * (1 - 1e-9):
-            if filled > layer_params[with_params[k]] * (1 + 1e-9):
-                break  # a variable spans layers: they do not add up
-            k, filled = k + 1, 0.0
-    if len(out) != len(variables) or k != len(with_params):
-        last = with_params[-1] if with_params else max(len(layer_params) - 1, 0)
-        return [last] * len(variables)
-    return out
-
-
-def groups_of(
-    forward_s: np.ndarray,
-    backward_s: np.ndarray,
-    layer_bytes: np.ndarray,
-    min_bytes: float,
-) -> list[Group]:
-    """Consecutive layers closed into groups of at least `min_bytes`, from the output
-    (where backward starts) towards the input; layer_bytes is (layers, shards). Returned
-    in input -> output order."""
-    n = len(forward_s)
-    totals = layer_bytes.sum(axis=1)
-    bounds: list[tuple[int, int]] = []
-    last, size = n - 1, 0.0
-    for i in reversed(range(n)):
-        size += float(totals[i])
-        if size >= min_bytes and size > 0 and i > 0:
-            bounds.append((i, last))
-            last, size = i - 1, 0.0
-    bounds.append((0, last))
-    out = []
-    for first, end in reversed(bounds):
-        span = slice(first, end + 1)
-        out.append(
-            Group(
-                first,
-                end,
-                float(forward_s[span].sum()),
-                float(backward_s[span].sum()),
-                tuple(float(x) for x in layer_bytes[span].sum(axis=0)),
-            )
-        )
-    return out
+#: a transfer started in turn: (gate to wait for, if any; its start; its arrival's event)
+Turn = tuple[simpy.Event | None, Callable[[], simpy.Event], simpy.Event]
 
 
 class ParameterServerTraining(Training):
@@ -176,7 +74,7 @@ class ParameterServerTraining(Training):
         # shards that hold nothing take no part
         keep = [j for j in range(spec.servers) if held[:, j].sum() > 0]
         held = held[:, keep]
-        self.shards = [(nodes[j], float(held[:, i].sum())) for i, j in enumerate(keep)]
+        self.shards = [nodes[j] for j in keep]  # the node of each shard that holds something
         self.total_bytes = float(held.sum())
         # bytes of each layer on each shard, then the groups a step moves
         layer_bytes = np.zeros((len(compute.params), len(keep)))
@@ -332,17 +230,17 @@ class ParameterServerTraining(Training):
         pull_end = env.now if pulled_all.triggered else None
         pushes: list[simpy.Event] = []
         push_start = None
-        for group in reversed(self.groups):
-            yield from sim.busy(worker, group.backward_s, factor)
+        for g in reversed(range(len(self.groups))):
+            yield from sim.busy(worker, self.groups[g].backward_s, factor)
             if self.overlap:
                 push_start = env.now if push_start is None else push_start
-                pushes += self.push(node, group, counted, env.all_of(pushes))
+                pushes += self.push(node, g, counted, env.all_of(pushes))
         worker.compute_end = env.now
         worker.stall = stall
         if not self.overlap:
             push_start = env.now
-            for group in reversed(self.groups):
-                pushes += self.push(node, group, counted, env.all_of(pushes))
+            for g in reversed(range(len(self.groups))):
+                pushes += self.push(node, g, counted, env.all_of(pushes))
         worker.inflight += pushes
         if pull_end is None:
             yield pulled_all
@@ -387,59 +285,53 @@ class ParameterServerTraining(Training):
 
         def start(group: Group) -> simpy.Event:
             shards = zip(self.shards, group.nbytes, strict=True)
-            pairs = [(shard, node) for (shard, _), b in shards if b > 0]
+            pairs = [(shard, node) for shard, b in shards if b > 0]
             sizes = [b for b in group.nbytes if b > 0]
             return net.transfers(pairs, sizes, setup=self.setup_s)
-
-        def wait_then(gate: simpy.Event, group: Group, done: simpy.Event) -> Process:
-            try:
-                yield gate
-                yield start(group)
-                done.succeed()
-            except simpy.Interrupt:
-                return
 
         if not self.in_order and after is None:
             return [start(group) for group in self.groups]
         events = [env.event() for _ in self.groups]
-        if not self.in_order:
-            for gate, group, done in zip(after or [], self.groups, events, strict=True):
-                self.spawn(wait_then(gate, group, done))
-            return events
-        starts = []
-        for i, group in enumerate(self.groups):
-            if after is not None:
-                starts.append(lambda gate=after[i]: gate)
-                events.insert(2 * i, env.event())
-            starts.append(functools.partial(start, group))
-        self.spawn(self._one_by_one(starts, events))
-        return events[1::2] if after is not None else events
+        gates: Sequence[simpy.Event | None] = after or [None] * len(self.groups)
+        turns: list[Turn] = [
+            (gate, functools.partial(start, group), done)
+            for gate, group, done in zip(gates, self.groups, events, strict=True)
+        ]
+        if self.in_order:
+            self.spawn(self._in_turn(turns))
+        else:
+            for turn in turns:
+                self.spawn(self._in_turn([turn]))
+        return events
 
-    def push(self, node: int, group: Group, counted: Any, after: Any = None) -> list[simpy.Event]:
-        """A group's gradients from `node` to its shards, each counted as it arrives;
+    def push(self, node: int, g: int, counted: Any, after: Any = None) -> list[simpy.Event]:
+        """Group g's gradients from `node` to its shards, each counted as it arrives;
         without contention, after `after` (the worker's previous push) has arrived."""
         net = self.sim.network
-        counted = functools.partial(counted, g=self.groups.index(group))
+        counted = functools.partial(counted, g=g)
         events = []
-        for j, ((shard, _), nbytes) in enumerate(zip(self.shards, group.nbytes, strict=True)):
+        for j, (shard, nbytes) in enumerate(zip(self.shards, self.groups[g].nbytes, strict=True)):
             if nbytes <= 0:
                 continue
             if self.in_order and after is not None and not after.triggered:
                 event = self.sim.env.event()
                 send = functools.partial(net.transfer, node, shard, nbytes, setup=self.setup_s)
-                self.spawn(self._one_by_one([lambda: after, send], [self.sim.env.event(), event]))
+                self.spawn(self._in_turn([(after, send, event)]))
             else:
                 event = net.transfer(node, shard, nbytes, setup=self.setup_s)
             event.callbacks.append(functools.partial(counted, j=j))
             events.append(event)
         return events
 
-    def _one_by_one(self, starts: list[Any], events: list[simpy.Event]) -> Process:
-        """Start each transfer once the one before it has arrived; fire its event then."""
+    def _in_turn(self, turns: list[Turn]) -> Process:
+        """For each (gate, start, done) in turn: wait for the gate (if any), start the
+        transfer, and fire `done` once it has arrived."""
         try:
-            for start, event in zip(starts, events, strict=True):
+            for gate, start, done in turns:
+                if gate is not None:
+                    yield gate
                 yield start()
-                event.succeed()
+                done.succeed()
         except simpy.Interrupt:
             return
 
@@ -560,7 +452,7 @@ class ParameterServerTraining(Training):
                 if not started:
                     push_span[0], started = env.now, True
                 yield net.transfers(chain, sum(self.groups[g].nbytes), messages=self.devices - 1)
-                pushes += self.push(first, self.groups[g], counted, env.all_of(pushes))
+                pushes += self.push(first, g, counted, env.all_of(pushes))
             yield env.all_of(pushes)
             push_span[1] = env.now
 

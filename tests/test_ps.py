@@ -8,7 +8,6 @@ import pytest
 from conftest import make_spec
 
 from scenarios.loader import Point
-from sim.ps import assign, variable_layers
 from sim.runner import simulate_point
 
 B = 100e9  # bytes/s of every link here
@@ -90,14 +89,3 @@ def test_servers_on_the_host_cpu_share_its_one_port() -> None:
     row, _ = simulate(s)
     compute = F1 + F2 + K1 + K2
     assert row["step_time_mean_s"] == pytest.approx(2 * 4 * 300e6 / 0.5e9 + compute, rel=1e-9)
-
-
-def test_variables_fill_their_layers() -> None:
-    # kernel and bias of each layer, in creation order
-    assert variable_layers([6, 2, 8, 4], [0, 8, 0, 12]) == [1, 1, 3, 3]
-    # a model given as one variable: it goes to its last layer with parameters
-    assert variable_layers([20], [0, 8, 12, 0]) == [2]
-    held = assign([4.0, 2.0, 4.0], 2, "round_robin")
-    assert held.tolist() == [[4, 0], [0, 2], [4, 0]]
-    assert assign([4.0, 2.0, 4.0], 2, "greedy").tolist() == [[4, 0], [0, 2], [0, 4]]
-    assert assign([4.0, 2.0], 2, "sliced").tolist() == [[2, 2], [1, 1]]

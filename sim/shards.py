@@ -1,0 +1,113 @@
+"""What a parameter-server step moves: the model's variables dealt to shards, and the
+consecutive layers moved together (`Group`), each with its bytes on every shard.
+
+`sim/ps.py` moves a step's groups; how they are chosen is docs/simulator.md,
+"Synchronous parameter servers".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: a step moves the model in at most this many groups of layers (fusion_buffer not given),
+#: and in fewer where pushing nodes x shards x groups would exceed FLOW_BUDGET flows
+MAX_GROUPS = 16
+FLOW_BUDGET = 512
+
+
+def assign(params: np.ndarray, shards: int, how: str) -> np.ndarray:
+    """Parameters of each variable held by each shard: (variables, shards).
+
+    round_robin: whole variables to shards in turn, in creation order (TF's
+    replica_device_setter, and ParameterServerStrategy without a partitioner); greedy:
+    each whole variable, in creation order, to the shard holding the fewest parameters so
+    far (TF's GreedyLoadBalancingStrategy); sliced: every variable split evenly over all
+    shards (a fixed-shards partitioner). Variables of no parameters hold nothing.
+    """
+    held = np.zeros((len(params), shards))
+    if how == "sliced":
+        held += np.asarray(params, dtype=float)[:, None] / shards
+        return held
+    if how not in ("round_robin", "greedy"):
+        raise ValueError(f"unknown partition {how!r}")
+    load = np.zeros(shards)
+    turn = 0
+    for i, p in enumerate(params):
+        if p <= 0:
+            continue
+        j = turn % shards if how == "round_robin" else int(np.argmin(load))
+        turn += 1
+        held[i, j] = p
+        load[j] += p
+    return held
+
+
+@dataclass(frozen=True)
+class Group:
+    """Consecutive layers moved together: their compute and their bytes on each shard."""
+
+    first: int  # index of its first layer (closest to the input)
+    last: int  # index of its last layer (closest to the output)
+    forward_s: float
+    backward_s: float
+    nbytes: tuple[float, ...]  # per shard (the training's `shards`)
+
+
+def variable_layers(variables: Sequence[float], layer_params: Sequence[float]) -> list[int]:
+    """The layer each variable belongs to: variables in creation order fill the layers with
+    parameters in order (a layer's kernel, then its bias). Where they do not add up layer
+    by layer (a model given as one variable), every variable goes to the last layer with
+    parameters."""
+    with_params = [i for i, p in enumerate(layer_params) if p > 0]
+    out: list[int] = []
+    k, filled = 0, 0.0
+    for size in variables:
+        if k >= len(with_params):
+            break
+        out.append(with_params[k])
+        filled += size
+        if filled >= layer_params[with_params[k]] * (1 - 1e-9):
+            if filled > layer_params[with_params[k]] * (1 + 1e-9):
+                break  # a variable spans layers: they do not add up
+            k, filled = k + 1, 0.0
+    if len(out) != len(variables) or k != len(with_params):
+        last = with_params[-1] if with_params else max(len(layer_params) - 1, 0)
+        return [last] * len(variables)
+    return out
+
+
+def groups_of(
+    forward_s: np.ndarray,
+    backward_s: np.ndarray,
+    layer_bytes: np.ndarray,
+    min_bytes: float,
+) -> list[Group]:
+    """Consecutive layers closed into groups of at least `min_bytes`, from the output
+    (where backward starts) towards the input; layer_bytes is (layers, shards). Returned
+    in input -> output order."""
+    n = len(forward_s)
+    totals = layer_bytes.sum(axis=1)
+    bounds: list[tuple[int, int]] = []
+    last, size = n - 1, 0.0
+    for i in reversed(range(n)):
+        size += float(totals[i])
+        if size >= min_bytes and size > 0 and i > 0:
+            bounds.append((i, last))
+            last, size = i - 1, 0.0
+    bounds.append((0, last))
+    out = []
+    for first, end in reversed(bounds):
+        span = slice(first, end + 1)
+        out.append(
+            Group(
+                first,
+                end,
+                float(forward_s[span].sum()),
+                float(backward_s[span].sum()),
+                tuple(float(x) for x in layer_bytes[span].sum(axis=0)),
+            )
+        )
+    return out
