@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from reports.compare import mape as percent_mape  # noqa: E402
 from scenarios import load  # noqa: E402
 from scenarios.published import Figure, figures  # noqa: E402
 from scenarios.results import git_commit, write_atomic  # noqa: E402
@@ -93,8 +94,9 @@ def compare(paths: Sequence[Path], jobs: int = 1) -> list[Compared]:
 
 
 def mape(compared: Sequence[Compared]) -> float:
-    errors = [abs(c.error) for c in compared]
-    return float(sum(errors) / len(errors)) if errors else math.nan
+    """The figures' mean absolute relative error, as a fraction (nan for none)."""
+    percent = percent_mape([c.error for c in compared])
+    return math.nan if percent is None else percent / 100
 
 
 def pairs(compared: Sequence[Compared]) -> tuple[int, int, list[tuple[Compared, Compared]]]:

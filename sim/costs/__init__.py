@@ -120,12 +120,13 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
     cal = calibrate(spec, profile)
     compute = ComputeModel(spec, cal.step_s if cal else None)
     if cal is None:
+        nccl = catalog.entry("collective", "nccl")
         return CostModel(
             compute=compute,
-            links=Links.of(spec.cluster, _reduction_rate(spec)),
+            links=Links.of(spec.cluster, _reduction_rate(spec, nccl)),
             servers=ServerCosts(),
             restart_s=spec.checkpoint.restart_overhead,
-            collective=_collective(spec),
+            collective=_collective(spec, nccl),
         )
     # on the calibrated machine compute is CPU work the transfers share the cores with: a
     # second of measured compute is this many bytes in the cores' unit (the cores the
@@ -165,13 +166,12 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
     )
 
 
-def _collective(spec: ScenarioSpec) -> CollectiveCosts:
+def _collective(spec: ScenarioSpec, nccl: dict[str, Any]) -> CollectiveCosts:
     """The catalog's collective costs: NCCL's on GPUs (its launch, and each step paying
     the larger of the link's latency and NCCL's per-step latency on that kind of link);
     on CPU devices TensorFlow's gRPC ring, whose steps pay the links' own latency."""
     if spec.cluster.device.kind != "gpu":
         return NO_COLLECTIVE_COSTS
-    nccl = catalog.entry("collective", "nccl")
     link, network = spec.cluster.host_link, spec.cluster.network
     return CollectiveCosts(
         launch_s=parse(nccl["launch"], "time"),
@@ -182,13 +182,13 @@ def _collective(spec: ScenarioSpec) -> CollectiveCosts:
     )
 
 
-def _reduction_rate(spec: ScenarioSpec) -> float | None:
+def _reduction_rate(spec: ScenarioSpec, nccl: dict[str, Any]) -> float | None:
     """Bytes/s of received data one device reduces: its memory bandwidth over the bytes a
     reduction reads and writes per byte received (the catalog's `reduce_traffic`)."""
     bandwidth = spec.cluster.device.memory_bandwidth
     if bandwidth is None or spec.strategy.kind != "allreduce":
         return None
-    traffic = float(catalog.entry("collective", "nccl")["reduce_traffic"])
+    traffic = float(nccl["reduce_traffic"])
     return bandwidth / traffic
 
 
