@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("tensorflow")
+
+from processes import TAG, kill_tagged, new_tag, own_processes, tagged  # noqa: E402
 
 from real.launcher import Launcher, RunError  # noqa: E402
 from scenarios import vocab  # noqa: E402
@@ -39,19 +42,15 @@ real: {timeout: 3 min}
 """
 
 
+@pytest.fixture(autouse=True)
+def own(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Every process this test starts carries its tag; whatever it leaves is killed."""
+    yield from own_processes(monkeypatch)
+
+
 def workers_alive() -> list[int]:
-    """PIDs of any real.worker process on this machine."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if b"real.worker" in cmdline and b"pytest" not in cmdline:
-            found.append(int(entry.name))
-    return found
+    """PIDs of the real.worker processes this test started (tests/processes.py)."""
+    return tagged(os.environ[TAG], command="real.worker")
 
 
 @pytest.fixture
@@ -442,6 +441,38 @@ def test_sigterm_leaves_no_process(command: str, scenario: Path, tmp_path: Path)
     assert not (out / "real").exists() and not (out / "profile.yaml").exists()
     if command == "real.cli":
         assert not out.exists()
+
+
+def test_another_run_beside_is_not_ours(scenario: Path, tmp_path: Path) -> None:
+    """A run-real that someone else started on the machine (another checkout, another
+    user's job) neither counts as this test's process nor gets stopped by it."""
+    foreign = new_tag()
+    beside = subprocess.Popen(
+        [sys.executable, "-m", "real.cli", str(scenario), "--out", str(tmp_path / "beside")]
+        + ["--set", "training.steps=100000"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, TAG: foreign},
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(tagged(foreign, command="real.worker")) < 2:
+            time.sleep(0.5)
+        assert len(tagged(foreign, command="real.worker")) == 2
+        assert workers_alive() == []
+        proc = run_real(str(scenario), "--out", str(tmp_path / "own"))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert workers_alive() == []
+        assert beside.poll() is None and len(tagged(foreign, command="real.worker")) == 2
+    finally:
+        beside.terminate()
+        try:
+            beside.wait(timeout=60)
+        finally:
+            kill_tagged(foreign)
+    assert tagged(foreign) == []
 
 
 SEGFAULT = "os.kill(os.getpid(), signal.SIGSEGV)"  # needs os and signal imported

@@ -1,0 +1,61 @@
+"""The processes a test started, told apart from every other process on the machine.
+
+A test marks what it starts with an environment variable that children inherit
+(`TRAINSCALE_TEST_TAG`, a fresh value per test): run-real's workers and servers, and
+anything they start, carry it, and no process started by anyone else does. `/proc/PID/
+environ` holds the environment a process was started with, so pytest itself, which only
+set the variable in `os.environ`, is never among them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+TAG = "TRAINSCALE_TEST_TAG"
+
+
+def new_tag() -> str:
+    return uuid.uuid4().hex
+
+
+def tagged(tag: str, *, command: str = "") -> list[int]:
+    """PIDs of the live processes started with `TAG=tag` whose command line has `command`."""
+    mark = f"{TAG}={tag}".encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if mark not in (entry / "environ").read_bytes():
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # gone, or not ours to read
+            continue
+        if state != "Z" and command.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_tagged(tag: str) -> list[int]:
+    """SIGKILL every live process started with `TAG=tag`; the PIDs that were killed."""
+    pids = tagged(tag)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def own_processes(monkeypatch: object) -> Iterator[str]:
+    """Body of a fixture: tag what the test starts, kill what it left when it ends."""
+    tag = new_tag()
+    monkeypatch.setenv(TAG, tag)  # type: ignore[attr-defined]
+    try:
+        yield tag
+    finally:
+        kill_tagged(tag)
