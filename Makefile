@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 TF     := $(VENV)/.installed-tf
 
-.PHONY: demo test lint bench validate validate-published schema clean
+.PHONY: demo test test-slow lint bench validate validate-published schema clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainscale needs Python >= 3.11")'
@@ -22,11 +22,15 @@ $(TF): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/simulate scenarios/library/resnet50-v100-scaling.yaml
 
+# the default run leaves out the tests marked slow; CI (.ci/run) runs both targets
 test: $(TF)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: $(TF)
+	$(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)
-	$(BIN)/ruff check sim scenarios real reports tests tools
+	$(BIN)/ruff check trainscale sim scenarios real reports tests tools
 	$(BIN)/mypy
 
 bench: $(STAMP)

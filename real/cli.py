@@ -36,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
         "run-real",
         "Run a training scenario for real with TensorFlow distributed training.",
         "real",
+        [
+            "run-real scenarios/library/mlp-localhost.yaml --set training.steps=10",
+            "run-real scenarios/library/mlp-localhost.yaml --calibrate",
+        ],
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument(

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from scenarios.cli import ArgumentParser
+from scenarios.cli import ArgumentParser, with_examples
 from scenarios.errors import UserError
 from scenarios.results import write_atomic
 
@@ -27,6 +27,12 @@ def build_parser() -> ArgumentParser:
         prog="report",
         description="Lay simulated and real results side by side: plots, prediction error, "
         "provenance, in one HTML file that opens offline, and a Markdown summary.",
+        **with_examples(
+            [
+                "report runs/mlp-localhost/sim",
+                "report runs/mlp-localhost/sim runs/mlp-localhost/real --out mlp.html",
+            ]
+        ),
     )
     parser.add_argument(
         "dirs", metavar="DIR", nargs="+", help="result directories (of simulate or run-real)"

@@ -4,16 +4,43 @@ exit status 2 (like every other bad input), and the arguments every backend take
 from __future__ import annotations
 
 import argparse
+from importlib import metadata
+
+try:
+    VERSION = metadata.version("trainscale")
+except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+    VERSION = "unknown"
+
+# what comes before a command's name in its usage lines: "trainscale " when the command was
+# started as `trainscale COMMAND` (trainscale/cli.py), nothing under its short name
+PROG_PREFIX = ""
 
 
 class ArgumentParser(argparse.ArgumentParser):
+    """Errors in one line with exit status 2; `--version`; the name the command was run by."""
+
+    def __init__(self, *, prog: str, **kwargs: object) -> None:
+        super().__init__(prog=PROG_PREFIX + prog, **kwargs)  # type: ignore[arg-type]
+        self.add_argument("--version", action="version", version=f"trainscale {VERSION}")
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def scenario_parser(prog: str, description: str, backend: str) -> ArgumentParser:
+def with_examples(examples: list[str]) -> dict[str, object]:
+    """An epilog of command lines, each of which runs as written from a checkout's root
+    (tests/test_examples.py runs them)."""
+    return {
+        "epilog": "examples:\n" + "\n".join(f"  {line}" for line in examples),
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+    }
+
+
+def scenario_parser(
+    prog: str, description: str, backend: str, examples: list[str]
+) -> ArgumentParser:
     """FILE, --out DIR (default runs/<name>/<backend>) and repeatable --set PATH=VALUE."""
-    parser = ArgumentParser(prog=prog, description=description)
+    parser = ArgumentParser(prog=prog, description=description, **with_examples(examples))
     parser.add_argument("scenario", metavar="FILE", help="scenario YAML file (version 1)")
     parser.add_argument(
         "--out", metavar="DIR", help=f"output directory (default runs/<name>/{backend})"
@@ -24,6 +51,6 @@ def scenario_parser(prog: str, description: str, backend: str) -> ArgumentParser
         action="append",
         default=[],
         dest="sets",
-        help="override a field, e.g. --set cluster.hosts=4 (VALUE is YAML); repeatable",
+        help="override a field, e.g. --set training.steps=10 (VALUE is YAML); repeatable",
     )
     return parser

@@ -30,6 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate",
         "Predict how a training scenario scales, with a discrete-event simulation.",
         "sim",
+        [
+            "simulate scenarios/library/mlp-localhost.yaml",
+            "simulate scenarios/library/allreduce-algorithms.yaml --set training.steps=10 --trace",
+            "simulate scenarios/library/overlap-and-fusion.yaml --jobs 2 --out runs/overlap",
+        ],
     )
     parser.add_argument("--trace", action="store_true", help="write a Chrome trace per point")
     parser.add_argument(

@@ -1,0 +1,11 @@
+"""trainscale: one scenario file drives a simulator and real TensorFlow runs.
+
+The command line is `trainscale simulate|run-real|report|compare ...` (`trainscale.cli`);
+`simulate`, `run-real`, `report` and `compare` are the same commands under short names.
+The library lives in the packages `scenarios` (the language), `sim` (the simulator),
+`real` (the TensorFlow backend) and `reports` (reads result files).
+"""
+
+from scenarios.cli import VERSION as __version__
+
+__all__ = ["__version__"]
