@@ -16,7 +16,7 @@ import itertools
 import re
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -250,8 +250,8 @@ def expand(document: Mapping[str, Any]) -> list[Point]:
     }
     points: list[Point] = []
     seen: set[str] = set()
-    combos: Iterable[tuple[Any, ...]] = itertools.product(*(sweep[k] for k in keys))
-    for index, combo in enumerate(combos):
+
+    def resolve(combo: tuple[Any, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
         doc = copy.deepcopy(base)
         values: dict[str, Any] = {}
         for key, value in zip(keys, combo, strict=True):
@@ -259,11 +259,30 @@ def expand(document: Mapping[str, Any]) -> list[Point]:
             for path, one in zip(paths, value if len(paths) > 1 else [value], strict=True):
                 set_path(doc, path, one)
                 values[path] = one
+        return doc, values
+
+    combos: list[tuple[Any, ...]] = list(itertools.product(*(sweep[k] for k in keys)))
+    for index, combo in enumerate(combos):
+        doc, values = resolve(combo)
         point_id = _unique(point_id_for(values, varying), seen)
-        context = f" (sweep point {point_id})" if keys else ""
-        spec = validate(doc, context)
+        try:
+            spec = validate(doc)
+        except ScenarioError as exc:
+            # name the point only where the problem is the point's: an error every point
+            # has is the file's
+            if keys and not all(_fails_alike(resolve(c)[0], str(exc)) for c in combos):
+                raise ScenarioError(f"{exc} (sweep point {point_id})") from None
+            raise
         points.append(Point(id=point_id, index=index, values=values, spec=spec))
     return points
+
+
+def _fails_alike(document: dict[str, Any], message: str) -> bool:
+    try:
+        validate(document)
+    except ScenarioError as exc:
+        return str(exc) == message
+    return False
 
 
 def point_id_for(values: Mapping[str, Any], varying: Mapping[str, set[str]] | None = None) -> str:
@@ -351,7 +370,15 @@ def validate(document: Mapping[str, Any], context: str = "") -> ScenarioSpec:
 
 def format_error(exc: ValidationError, document: Mapping[str, Any]) -> str:
     """`path: problem (got VALUE)` for the first error, with a suggestion where known."""
-    err = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    # an unknown key first: it is often why a required one is missing (a misspelt section)
+    # (not inside a union, whose other members' unknown keys are no mistake of the file)
+    unknown = (
+        e
+        for e in errors
+        if e["type"] == "extra_forbidden" and not any(map(_is_union_tag, e["loc"]))
+    )
+    err = next(unknown, errors[0])
     loc = tuple(err["loc"])
     cause = (err.get("ctx") or {}).get("error")
     if isinstance(cause, _LocatedError):

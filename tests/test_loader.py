@@ -202,6 +202,17 @@ def test_error_in_sweep_point_names_point() -> None:
     assert msg.startswith("cluster.hosts:") and msg.endswith("(sweep point hosts=0)")
 
 
+def test_error_every_point_shares_names_no_point() -> None:
+    # the problem is the file's, not one point's: naming a point would mislead
+    msg = error_of(MINIMAL.replace("v100", "v1000") + "sweep: {cluster.hosts: [1, 2]}\n")
+    assert msg.startswith("cluster.device:") and "sweep point" not in msg
+
+
+def test_misspelt_section_is_named_before_the_missing_one() -> None:
+    msg = error_of(MINIMAL.replace("cluster:", "clusterr:"))
+    assert msg == "clusterr: unknown key; did you mean 'cluster'?"
+
+
 def test_bad_sweep_and_set_paths() -> None:
     assert error_of(MINIMAL + "sweep: {cluster.hots: [1]}\n") == (
         "sweep: unknown key 'cluster.hots'; did you mean 'hosts'?"
