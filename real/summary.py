@@ -71,7 +71,8 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
             ends[r["step"]] = max(ends[r["step"]], r["end"])
         for step, r in rounds.items():
             ends[step] = r["end"]
-        samples = n * spec.training.batch_per_worker * steps
+        # what reached the model: each round applies workers - backup_workers gradients
+        samples = (n - spec.strategy.backup_workers) * spec.training.batch_per_worker * steps
     begin = ends[warmup - 1] if warmup else t0
     measured = ends[warmup:]
     finish = float(measured[-1])
@@ -99,6 +100,9 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
         "max_staleness": int(max(staleness)),
         "mean_staleness": float(np.mean(staleness)),
         "dropped_gradients": sum(1 for r in window if r.get("dropped")),
+        "dropped_samples_per_s": sum(1 for r in window if r.get("dropped"))
+        * spec.training.batch_per_worker
+        / training_time,
         "failures": launch.failures,
         "lost_steps": launch.lost_steps,
         "recovery_time_s": launch.recovery_time_s,

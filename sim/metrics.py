@@ -54,7 +54,9 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
         samples = batch * steps
     else:
         durations = np.diff(np.concatenate([[begin], measured_ends]))
-        samples = workers * batch * steps
+        # what reached the model: with backup workers, each update applies the first
+        # workers - backup_workers gradients; the rest were computed and dropped
+        samples = (workers - spec.strategy.backup_workers) * batch * steps
     busy = workers * training_time
     compute = float(np.sum(inside_compute))
     comm = float(np.sum(inside_comm))
@@ -72,6 +74,9 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
         "max_staleness": int(staleness.max()),
         "mean_staleness": float(staleness.mean()),
         "dropped_gradients": outcome.dropped_gradients,
+        "dropped_samples_per_s": outcome.dropped_measured * batch / training_time
+        if training_time > 0
+        else 0.0,
         "failures": outcome.failures,
         "lost_steps": outcome.lost_steps,
         "recovery_time_s": outcome.recovery_time,

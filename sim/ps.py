@@ -202,6 +202,7 @@ class ParameterServerTraining(Training):
             if left[key] == 0 and not self.pushed(step, key).arrive(member) and not dropped[0]:
                 dropped[0] = True
                 self.sim.dropped_gradients += 1
+                self.sim.dropped_measured += step >= self.sim.warmup
 
         return arrived
 

@@ -119,6 +119,7 @@ class Simulation:
         self.lost_work_time = 0.0
         self.recovery_time = 0.0
         self.dropped_gradients = 0
+        self.dropped_measured = 0  # of them, those of measured steps (not warm-up)
         self.step_hooks: list[Any] = []  # called with the step about to start (at_step failures)
         self.supervisor: Any = None
         self.trials: Any = None  # independent trials: the scheduler, once all are done
@@ -314,6 +315,7 @@ class Simulation:
             recovery_time=self.recovery_time,
             checkpoint_time=self.checkpoint_time,
             dropped_gradients=self.dropped_gradients,
+            dropped_measured=self.dropped_measured,
             generation=self.generation,
             checkpoints=self.checkpoints,
             trials=self.trials,
@@ -332,6 +334,7 @@ class SimulationOutcome(NamedTuple):
     recovery_time: float
     checkpoint_time: float
     dropped_gradients: int
+    dropped_measured: int
     generation: int
     checkpoints: int
     trials: Any

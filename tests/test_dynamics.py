@@ -214,6 +214,26 @@ def test_backup_workers_cut_the_tail() -> None:
     assert dropped[0] == 0 and all(d > 0 for d in dropped[1:])
 
 
+def test_throughput_counts_only_the_gradients_that_reach_the_model() -> None:
+    """Each synchronous update applies N - b gradients of batch B: whatever the timing,
+    samples/s x training time = (N - b) x B x steps; the dropped ones have their own
+    column, b x B per step (each update drops exactly the last b)."""
+    n, batch, steps = 8, 10, 40
+    for b in range(4):
+        r = row(
+            **{
+                "cluster.hosts": n,
+                "stragglers.jitter": 0.3,
+                "training.steps": steps,
+                "strategy": {"kind": "parameter_server", "servers": 2, "backup_workers": b},
+            }
+        )
+        applied = r["throughput_samples_per_s"] * r["training_time_s"]
+        assert applied == pytest.approx((n - b) * batch * steps, rel=1e-9)
+        dropped = r["dropped_samples_per_s"] * r["training_time_s"]
+        assert dropped == pytest.approx(b * batch * steps, rel=1e-9)
+
+
 # ------------------------------------------------------------------ failures
 
 

@@ -156,6 +156,11 @@ def test_sync_parameter_server_backup_worker_drops_the_straggler(
     measured = steps[~steps.warmup]
     # one gradient applied per round, the rest dropped: dropped = closures - rounds
     assert row["dropped_gradients"] >= 1
+    # throughput counts what reached the model: (2 - 1) worker's batch per round
+    applied = row["throughput_samples_per_s"] * row["training_time_s"]
+    assert applied == pytest.approx(1 * 32 * 48, rel=1e-6)
+    dropped = row["dropped_samples_per_s"] * row["training_time_s"]
+    assert dropped == pytest.approx(row["dropped_gradients"] * 32, rel=1e-6)
     compute = (measured.compute_end_s - measured.start_s).groupby(measured.worker).median()
     assert compute[1] > 4 * compute[0]  # 16 b + r against b + r: about 7x here
     # the fast worker carries the rounds: it ran more closures than the straggler
