@@ -116,6 +116,10 @@ def _main(args: argparse.Namespace) -> int:
     meta = provenance(
         scenario, "real", {"wall_time_s": time.perf_counter() - started, "cwd": os.getcwd()}
     )
+    if recalibrate is not None:  # how far the machine moved since the calibration
+        moved = recalibrate.drift()
+        if moved is not None:
+            meta["machine_drift"] = moved
     runs = {p.point_id: p.runs for p in points if p.runs}
     if runs:  # real.repeats: every run's own figures, beside the means in results.csv
         meta["runs"] = runs
@@ -169,6 +173,11 @@ class _Recalibration:
         if not self.quiet:
             for line in lines.splitlines():
                 print(f"recalibrate: {line}", file=sys.stderr)
+
+    def drift(self) -> dict[str, Any] | None:
+        from .pool import drift
+
+        return drift(self.profile, self.measured.compute)
 
     def write(self) -> None:
         from scenarios.profile import dump_profile

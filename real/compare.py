@@ -21,6 +21,7 @@ SIGHUP stop the step running, which stops its workers, before compare returns (1
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import subprocess
 import sys
@@ -78,6 +79,26 @@ def _stop(child: subprocess.Popen[bytes]) -> None:
         child.wait()
 
 
+def drift_warning(meta_path: Path) -> str | None:
+    """One line when run-real found the machine changed between the calibration and the
+    runs by more than the probe's noise (`real/pool.py`, `drift`), else None."""
+    try:
+        moved = json.loads(meta_path.read_text()).get("machine_drift")
+    except (OSError, ValueError):
+        return None
+    if not moved or not moved.get("changed"):
+        return None
+    first = moved["entries"][0]
+    during = sum(first["runs_step_time_s"]) / len(first["runs_step_time_s"])
+    return (
+        f"the machine changed under the runs: single-worker compute took "
+        f"{first['calibration_step_time_s'] * 1e3:.1f} ms per step at calibration and "
+        f"{during * 1e3:.1f} ms beside the runs ({moved['drift']:+.0%} over all process "
+        f"counts), beyond its noise ({moved['noise']:.0%}); the prediction error will "
+        "carry that drift (the report shows it)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     with stopped_by_signals():
@@ -117,6 +138,9 @@ def _main(args: Namespace) -> int:
                 str(profile),
             ],
         )
+        warning = drift_warning(out / "real" / "meta.json")
+        if warning:
+            print(f"compare: warning: {warning}", file=sys.stderr)
         _step(
             "simulate",
             [

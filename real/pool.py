@@ -103,11 +103,7 @@ def fold_compute(profile: Profile, entries: Iterable[ComputeEntry]) -> Profile:
             }
         )
 
-    compute = _by_key(
-        [*profile.compute, *entries],
-        lambda e: (e.model, e.batch_per_worker, e.dtype, e.processes, e.servers),
-        pooled,
-    )
+    compute = _by_key([*profile.compute, *entries], _compute_key, pooled)
     return profile.model_copy(update={"compute": compute})
 
 
@@ -191,3 +187,67 @@ def _by_key(items: list[T], key: Callable[[T], Any], pool: Callable[[list[T]], T
 def _mean(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return float(np.mean(present)) if present else None
+
+
+#: z of the 90th percentile of a normal distribution: (p90 - p10) / (2 Z90) estimates sigma
+Z90 = 1.2816
+#: the least a mean step time is taken to vary by from one run to the next, unmeasured:
+#: docs/validation.md measured one run's throughput to vary by 7-14% from run to run on a
+#: shared 2-core VM (pooled over repeated points); a drift below this is not reported as
+#: a change of the machine
+RUN_TO_RUN_NOISE = 0.10
+
+
+def drift(profile: Profile, later: Sequence[ComputeEntry]) -> dict[str, Any] | None:
+    """How far the machine moved between the calibration and the runs, from the probe
+    measured at both times: the single-worker compute of each process count.
+
+    `drift` is the step-time-weighted mean over the keys measured at both times of
+    (mean later step time / calibration step time - 1). `noise` is what the probe's mean
+    varies by anyway: the relative standard deviation between later measurements of one
+    key where a key was measured more than once (runs in rounds, `real.repeats`), the
+    spread of the calibration's own steps ((p90 - p10) / (2 x 1.2816) / mean), and no less
+    than RUN_TO_RUN_NOISE. The machine `changed` when |drift| exceeds the noise. None when
+    no key was measured at both times."""
+    calibrated = {_compute_key(e): e for e in profile.compute}
+    groups: dict[tuple[Any, ...], list[ComputeEntry]] = {}
+    for e in later:
+        if _compute_key(e) in calibrated:
+            groups.setdefault(_compute_key(e), []).append(e)
+    if not groups:
+        return None
+    entries, drifts, weights = [], [], []
+    spreads = [RUN_TO_RUN_NOISE]
+    for key, group in groups.items():
+        before = calibrated[key]
+        during = [e.step_time for e in group]
+        rel = float(np.mean(during)) / before.step_time - 1
+        drifts.append(rel)
+        weights.append(before.step_time)
+        if len(during) > 1:
+            spreads.append(float(np.std(during, ddof=1) / np.mean(during)))
+        if before.p10 is not None and before.p90 is not None:
+            spreads.append((before.p90 - before.p10) / (2 * Z90) / before.step_time)
+        entries.append(
+            {
+                "model": before.model,
+                "batch_per_worker": before.batch_per_worker,
+                "processes": before.processes,
+                "calibration_step_time_s": before.step_time,
+                "runs_step_time_s": during,
+                "drift": rel,
+            }
+        )
+    value = float(np.average(drifts, weights=weights))
+    noise = max(spreads)
+    return {
+        "probe": "single-worker compute step time, at calibration and beside the runs",
+        "drift": value,
+        "noise": noise,
+        "changed": abs(value) > noise,
+        "entries": entries,
+    }
+
+
+def _compute_key(e: ComputeEntry) -> tuple[Any, ...]:
+    return (e.model, e.batch_per_worker, e.dtype, e.processes, e.servers)

@@ -119,7 +119,7 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[dict[str, A
             servers=st.servers,
             partition=st.partition,
             sync=st.sync,
-            backup_workers=st.backup_workers if st.sync else 0,
+            backup_workers=min(st.backup_workers, n - 1) if st.sync else 0,  # alone: none
             slowdowns=[_slowdowns(job, total) for job in injected],
             hiccups=[job["hiccups"] for job in injected],
         )
@@ -232,9 +232,10 @@ def run_point(point: Point) -> RealPoint:
             _BASELINES[key] = stats["throughput_samples_per_s"]
         else:
             one = Launcher(jobs_for(spec, 1), spec.real.timeout, spec.real.device).run()
-            single = spec.model_copy(
+            single = spec.model_copy(  # one worker alone: no backup workers either
                 update={
-                    "cluster": spec.cluster.model_copy(update={"hosts": 1, "devices_per_host": 1})
+                    "cluster": spec.cluster.model_copy(update={"hosts": 1, "devices_per_host": 1}),
+                    "strategy": spec.strategy.model_copy(update={"backup_workers": 0}),
                 }
             )
             _BASELINES[key] = summarize(single, one)[0]["throughput_samples_per_s"]

@@ -35,6 +35,9 @@ REQUIRED_VALUES = (
     "step_time_mean_s",
     "throughput_samples_per_s",
 )
+#: results.csv columns added after the contract's first version, with the value a file
+#: written before them means
+ADDED_COLUMNS = {"dropped_samples_per_s": 0.0}
 #: steps.csv columns the report reads (the file has all of vocab.STEP_COLUMNS)
 STEP_NUMBERS = ("worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s", "staleness")
 STEP_FLAGS = ("warmup", "lost")
@@ -153,6 +156,10 @@ def read_results(path: Path) -> pd.DataFrame:
     frame = _read_csv(
         path, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=False, na_values=[""]
     )
+    # a column later versions added: files written before it read as they were (0 then)
+    for column, value in ADDED_COLUMNS.items():
+        if column not in frame.columns:
+            frame[column] = value
     _require_columns(path, frame.columns, vocab.RESULT_COLUMNS)
     if frame.empty:
         raise UserError(f"{path}: no rows (a result has one row per sweep point)")

@@ -104,10 +104,16 @@ def error_table(report: Report) -> Table:
 
 def origin_note(report: Report) -> list[str]:
     """A warning when the inputs came from scenario files that differ (content or --set)."""
+    # `compare` gives the simulator the calibration it made (`--set cluster.profile=...`):
+    # that is the comparison, not a difference between the inputs
     origins = {
         (
             str(_mapping(r.meta.get("scenario")).get("sha256", "")),
-            tuple(map(str, _mapping(r.meta.get("scenario")).get("sets") or [])),
+            tuple(
+                str(s)
+                for s in _mapping(r.meta.get("scenario")).get("sets") or []
+                if not str(s).startswith("cluster.profile=")
+            ),
         )
         for r in report.runs
     }
@@ -138,7 +144,33 @@ def summary_lines(report: Report) -> list[str]:
         f"Mean absolute percentage error: step time {mape_step}, throughput {mape_tp}.",
         f"Kendall tau-b of the throughput ranking, sim vs real: {tau}.",
         *origin_note(report),
+        *drift_note(report),
     ]
+
+
+def drift_note(report: Report) -> list[str]:
+    """How far the machine moved between the calibration and the real runs, where run-real
+    measured it (`run-real --recalibrate`, as `compare` runs it: meta.json
+    `machine_drift`)."""
+    lines = []
+    for run in report.runs:
+        moved = _mapping(run.meta.get("machine_drift"))
+        drift, noise = moved.get("drift"), moved.get("noise")
+        if not isinstance(drift, int | float) or not isinstance(noise, int | float):
+            continue
+        if moved.get("changed"):
+            lines.append(
+                f"Warning: the machine changed under the real runs: the step time of the "
+                f"single-worker compute probe moved {drift:+.1%} from the calibration the "
+                f"simulation used to the runs, beyond its noise ({noise:.1%}); that much of "
+                "the error above is the machine's, not the model's."
+            )
+        else:
+            lines.append(
+                f"Machine drift between the calibration and the real runs: {drift:+.1%} "
+                f"(single-worker compute probe), within its noise ({noise:.1%})."
+            )
+    return lines
 
 
 def breakdown_table(report: Report) -> Table:

@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from real.calibrate import probes_of
-from real.pool import Measured, fold, pool_fits
+from real.pool import RUN_TO_RUN_NOISE, Measured, drift, fold, pool_fits
 from scenarios import loads
 from scenarios.profile import (
+    ComputeEntry,
     Coordinator,
     Fit,
     Messages,
@@ -140,3 +142,54 @@ def test_probes_of_a_point() -> None:
     assert probes_of(three.spec) == [("transfer",), ("allreduce", 2), ("allreduce", 3)]
     (one,) = loads(ring.replace("devices_per_host: 2", "devices_per_host: 1")).points
     assert probes_of(one.spec) == [("transfer",)]
+
+
+def profile_with(*entries: ComputeEntry) -> Profile:
+    return Profile.model_validate({"machine": {"cpus": 2}}).model_copy(
+        update={"compute": list(entries)}
+    )
+
+
+def compute(step_ms: float, processes: int = 1, spread_ms: float = 0.0) -> ComputeEntry:
+    return ComputeEntry.model_validate(
+        {
+            "model": "mlp",
+            "batch_per_worker": 32,
+            "processes": processes,
+            "step_time": f"{step_ms} ms",
+            "p10": f"{step_ms - spread_ms} ms",
+            "p90": f"{step_ms + spread_ms} ms",
+            "steps": 50,
+        }
+    )
+
+
+def test_drift_is_the_probe_moving_beyond_its_noise() -> None:
+    """The issue's case: 30.6 ms per step at calibration, 21.4 ms beside the runs."""
+    calibrated = profile_with(compute(30.6, spread_ms=1.0))
+    moved = drift(calibrated, [compute(21.4, spread_ms=1.0)])
+    assert moved is not None
+    assert moved["drift"] == pytest.approx(21.4 / 30.6 - 1)
+    # the noise: no less than the run-to-run floor (the calibration's own steps spread less)
+    assert moved["noise"] == RUN_TO_RUN_NOISE > 1.0 / 1.2816 / 30.6
+    assert moved["changed"]
+    # within the floor: no change; a calibration whose steps spread widely: its sigma
+    steady = drift(calibrated, [compute(33.0)])
+    assert steady is not None and not steady["changed"]
+    wide = drift(profile_with(compute(30.6, spread_ms=12.0)), [compute(21.4)])
+    assert wide is not None and wide["noise"] == pytest.approx(24.0 / (2 * 1.2816) / 30.6)
+    assert not wide["changed"]  # -30% within 31% of noise
+
+
+def test_drift_weighs_keys_by_their_step_and_counts_repeats_as_noise() -> None:
+    calibrated = profile_with(compute(10.0), compute(30.0, processes=2))
+    moved = drift(calibrated, [compute(11.0), compute(12.0), compute(33.0, processes=2)])
+    assert moved is not None
+    # key 1: mean 11.5 over 10 (+15%); key 2: 33 over 30 (+10%); weights 10 and 30
+    assert moved["drift"] == pytest.approx((0.15 * 10 + 0.10 * 30) / 40)
+    # two runs of key 1 differ: their relative standard deviation, beside the floor
+    assert moved["noise"] == max(RUN_TO_RUN_NOISE, np.std([11.0, 12.0], ddof=1) / 11.5)
+    far = drift(calibrated, [compute(11.0), compute(16.0)])
+    assert far is not None
+    assert far["noise"] == pytest.approx(np.std([11.0, 16.0], ddof=1) / 13.5)
+    assert drift(calibrated, [compute(10.0, processes=4)]) is None  # nothing to compare

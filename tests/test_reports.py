@@ -290,6 +290,34 @@ def test_calibration_is_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "Note: the inputs were made from scenario files that differ" in page
 
 
+def test_compare_inputs_and_machine_drift(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `compare` makes: the simulation given the calibration (`--set cluster.profile`,
+    no difference between the inputs) and run-real's measure of the machine's drift."""
+    sim, real = tmp_path / "sim", tmp_path / "real"
+    shutil.copytree(SIM, sim)
+    shutil.copytree(REAL, real)
+    meta = json.loads((sim / "meta.json").read_text())
+    meta["scenario"]["sets"] = [f"cluster.profile={tmp_path}/profile.yaml"]
+    (sim / "meta.json").write_text(json.dumps(meta))
+    meta = json.loads((real / "meta.json").read_text())
+    meta["machine_drift"] = {"drift": -0.30, "noise": 0.06, "changed": True, "entries": []}
+    (real / "meta.json").write_text(json.dumps(meta))
+    out = tmp_path / "r.html"
+    assert _run_report(capsys, sim, real, "--out", out, "--no-timelines")[0] == 0
+    page = out.read_text(encoding="utf-8")
+    assert "scenario files that differ" not in page
+    assert "Warning: the machine changed under the real runs" in page
+    assert "-30.0%" in page and "6.0%" in page
+    assert "machine changed" in out.with_suffix(".md").read_text(encoding="utf-8")
+    meta["machine_drift"] = {"drift": 0.02, "noise": 0.06, "changed": False, "entries": []}
+    (real / "meta.json").write_text(json.dumps(meta))
+    assert _run_report(capsys, sim, real, "--out", out, "--no-timelines")[0] == 0
+    page = out.read_text(encoding="utf-8")
+    assert "Machine drift between the calibration and the real runs: +2.0%" in page
+
+
 # ---------------------------------------------------------------- refusals
 
 
