@@ -91,6 +91,7 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
     last = max(r["step"] for r in records)
     row = {
         **step_stats(durations),
+        "samples_trained": samples,
         "throughput_samples_per_s": samples / training_time,
         "compute_time_frac": compute / busy,
         # all-reduce (or push) and update, including waiting (not separable from outside)

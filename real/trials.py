@@ -86,6 +86,7 @@ def run_trials(spec: ScenarioSpec, base: dict[str, Any]) -> tuple[dict[str, Any]
                 samples += job["batch_per_worker"]
     figures = {
         **step_stats(np.array(durations)),
+        "samples_trained": samples,
         "throughput_samples_per_s": samples / makespan,
         "compute_time_frac": busy / (spec.workers * makespan),
         "comm_time_frac": 0.0,

@@ -219,6 +219,8 @@ def points_table(report: Report) -> Table:
         "configuration",
         "workers",
         "batch/worker",
+        "measured",
+        "samples trained",
         "step time",
         "samples/s",
         "scaling eff",
@@ -233,6 +235,8 @@ def points_table(report: Report) -> Table:
             str(r["label"]),
             f"{r['workers']:.0f}",
             f"{r['batch_per_worker']:.0f}",
+            _measured(r),
+            _num(r["samples_trained"]),
             _ms(r["step_time_mean_s"]),
             _num(r["throughput_samples_per_s"]),
             _pct(r["scaling_efficiency"]),
@@ -243,6 +247,15 @@ def points_table(report: Report) -> Table:
         for r in records(report.frame)
     ]
     return header, rows
+
+
+def _measured(row: Mapping[str, Any]) -> str:
+    """What a point's `steps` counted: updates (one worker's batch each, all workers
+    together) for asynchronous parameter servers, steps of every worker otherwise."""
+    if row["strategy"] == "independent":
+        return f"{row['steps']:.0f} per trial"
+    updates = row["strategy"] == "parameter_server" and not row["sync"]
+    return f"{row['steps']:.0f} {'updates' if updates else 'steps'}"
 
 
 def _short(value: Any) -> str:

@@ -351,6 +351,10 @@ class TrainingSpec(Strict):
     # then resolves batch_per_worker = global_batch / workers (it must divide evenly)
     global_batch: int | None = Field(default=None, ge=1)
     steps: int = Field(default=100, ge=1)
+    # equal work across strategies: the samples the measured steps train, all workers
+    # together; the scenario then resolves each point's steps from it (see
+    # ScenarioSpec._resolve_samples)
+    samples: int | None = Field(default=None, ge=1)
     warmup_steps: int = Field(default=5, ge=0)
     data: Literal["synthetic", "digits"] = "synthetic"
     learning_rate: LearningRate = LearningRate()
@@ -553,6 +557,41 @@ class ScenarioSpec(Strict):
         if not _NAME.match(value):
             raise ValueError("use letters, digits, '.', '_' and '-' (it names files)")
         return value
+
+    @model_validator(mode="after")
+    def _resolve_samples(self) -> ScenarioSpec:
+        """`training.samples` fixes the work of the measured steps, whatever the strategy:
+        the point's steps are the fewest that train at least that many samples, where one
+        step trains what reaches the model (samples_per_step)."""
+        training = self.training
+        if training.samples is None:
+            return self
+        where = ("training", "samples")
+        if self.strategy.kind == "independent":
+            raise _LocatedError(where, "not defined for strategy kind independent (trials)")
+        if "steps" in training.model_fields_set:
+            raise _LocatedError(where, "give steps or samples, not both")
+        per_step = self.samples_per_step
+        resolved = training.model_copy(update={"steps": max(1, -(-training.samples // per_step))})
+        object.__setattr__(self, "training", resolved)  # frozen: set once, while validating
+        return self
+
+    @property
+    def samples_per_step(self) -> int:
+        """What one of `training.steps` trains, samples whose gradients reach the model:
+        an update of one worker's batch for asynchronous parameter servers, else a step
+        of every worker but the backup workers' (whose gradients are dropped)."""
+        training = self.training
+        batch = (
+            training.global_batch // self.workers
+            if training.global_batch is not None
+            else training.batch_per_worker
+        )
+        st = self.strategy
+        if st.kind == "parameter_server" and not st.sync:
+            return batch
+        backup = st.backup_workers if st.kind == "parameter_server" else 0
+        return (self.workers - backup) * batch
 
     @model_validator(mode="after")
     def _indices_in_range(self) -> ScenarioSpec:

@@ -37,6 +37,7 @@ RESULT_COLUMNS = (
     "servers",
     "batch_per_worker",
     "steps",
+    "samples_trained",
     "step_time_mean_s",
     "step_time_p50_s",
     "step_time_p99_s",

@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def counts_updates(row: Mapping[Any, Any]) -> bool:
+    """Asynchronous parameter servers count `training.steps` in updates (one worker's
+    batch each, all workers together); every other strategy in steps of every worker."""
+    return row["strategy"] == "parameter_server" and not row["sync"]
+
+
+def measured_steps(row: Mapping[Any, Any]) -> str:
+    if row["strategy"] == "independent":
+        return f"{row['steps']} per trial"
+    return f"{row['steps']} {'updates' if counts_updates(row) else 'steps'}"
+
+
+def table_notes(results: pd.DataFrame) -> list[str]:
+    """What the table's `measured` column means, where the points count differently."""
+    records = results.to_dict(orient="records")
+    kinds = {counts_updates(r) for r in records if r["strategy"] != "independent"}
+    trained = [float(r["samples_trained"]) for r in records if r["strategy"] != "independent"]
+    if len(kinds) < 2 or max(trained) <= 1.05 * min(trained):
+        return []
+    return [
+        "measured: asynchronous parameter servers count training.steps in updates (one "
+        "worker's batch each, all workers together), the others in steps of every worker; "
+        "set training.samples instead of training.steps to compare them at equal samples"
+    ]
+
+
 def summary_table(results: pd.DataFrame) -> str:
     """The terminal summary: one line per point; columns for features in use."""
     records = results.to_dict(orient="records")
@@ -51,6 +77,8 @@ def summary_table(results: pd.DataFrame) -> str:
         "point",
         "workers",
         "strategy",
+        "measured",
+        "samples",
         "step time",
         "samples/s",
         "scaling eff",
@@ -88,6 +116,8 @@ def summary_table(results: pd.DataFrame) -> str:
             str(r["point"]),
             str(r["workers"]),
             strategy,
+            measured_steps(r),
+            f"{float(r['samples_trained']):,.0f}",
             f"{float(r['step_time_mean_s']) * 1e3:.1f} ms",
             f"{float(r['throughput_samples_per_s']):,.0f}",
             f"{float(r['scaling_efficiency']):.1%}",
@@ -164,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_run(out_dir, results, result.steps, meta, result.traces)
     if not args.quiet:
         print(summary_table(results))
+        for note in table_notes(results):
+            print(f"\n{note}")
         print(f"\nwrote {out_dir}/ ({len(results)} points)")
     return 0
 

@@ -64,6 +64,7 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
     staleness = window[:, 4] if len(window) else np.zeros(1)
     row: dict[str, Any] = {
         **_step_stats(durations),
+        "samples_trained": samples,
         "throughput_samples_per_s": samples / training_time if training_time > 0 else 0.0,
         "compute_time_frac": compute / busy if busy > 0 else 0.0,
         "comm_time_frac": comm / busy if busy > 0 else 0.0,
@@ -98,6 +99,7 @@ def summarize_trials(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str
     samples = spec.training.batch_per_worker * len(measured)
     return {
         **_step_stats(durations),
+        "samples_trained": samples,
         "throughput_samples_per_s": samples / makespan if makespan > 0 else 0.0,
         "compute_time_frac": trials.busy_time / (spec.workers * makespan) if makespan else 0.0,
         "comm_time_frac": 0.0,

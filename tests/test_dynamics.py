@@ -3,15 +3,16 @@ failures and checkpoints, independent trials, replications."""
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import make_spec
+from conftest import BASE, make_spec
 from test_training import NCCL_LAUNCH
 
-from scenarios.loader import Point
+from scenarios.loader import Point, validate
 from sim.metrics import summarize
 from sim.runner import simulate_point
 from sim.simulation import Simulation
@@ -232,6 +233,34 @@ def test_throughput_counts_only_the_gradients_that_reach_the_model() -> None:
         assert applied == pytest.approx((n - b) * batch * steps, rel=1e-9)
         dropped = r["dropped_samples_per_s"] * r["training_time_s"]
         assert dropped == pytest.approx(b * batch * steps, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "strategy, per_step",
+    [
+        ({"kind": "allreduce"}, 8 * 10),  # a step of every worker
+        ({"kind": "parameter_server", "servers": 2}, 8 * 10),
+        ({"kind": "parameter_server", "servers": 2, "backup_workers": 3}, 5 * 10),
+        ({"kind": "parameter_server", "servers": 2, "sync": False}, 10),  # one update
+    ],
+)
+def test_training_samples_gives_every_strategy_the_same_work(
+    strategy: dict[str, Any], per_step: int
+) -> None:
+    """training.samples: the fewest steps that train that many samples, whatever a step
+    is; what the results say was trained is what throughput x training time gives."""
+    doc = copy.deepcopy(BASE)
+    del doc["training"]["steps"]
+    doc["training"]["samples"] = 2000
+    doc["cluster"]["hosts"] = 8
+    doc["strategy"] = strategy
+    r = simulate_point(Point("p", 0, {}, validate(doc))).row
+    assert r["steps"] == -(-2000 // per_step)
+    assert r["samples_trained"] == r["steps"] * per_step
+    assert 2000 <= r["samples_trained"] < 2000 + per_step
+    assert r["throughput_samples_per_s"] * r["training_time_s"] == pytest.approx(
+        r["samples_trained"], rel=1e-9
+    )
 
 
 # ------------------------------------------------------------------ failures

@@ -340,3 +340,11 @@ def test_a_swept_subtree_may_not_undo_an_earlier_sweep_key() -> None:
         "sweep.strategy: replaces all of strategy, which sweep.cluster.hosts,strategy.servers "
         "sets before it (strategy.servers); list strategy first"
     )
+
+
+def test_steps_or_samples_not_both() -> None:
+    msg = error_of(MINIMAL + "training: {steps: 10, samples: 640}\n")
+    assert msg == "training.samples: give steps or samples, not both (got 640)"
+    trials = "strategy: {kind: independent, trials: {training.learning_rate: [0.1, 0.2]}}\n"
+    msg = error_of(MINIMAL + "training: {samples: 640}\n" + trials)
+    assert msg.startswith("training.samples: not defined for strategy kind independent")
