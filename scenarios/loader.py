@@ -286,19 +286,26 @@ def _fails_alike(document: dict[str, Any], message: str) -> bool:
 
 
 def point_id_for(values: Mapping[str, Any], varying: Mapping[str, set[str]] | None = None) -> str:
-    """A stable, file-name-safe id from the swept values: `hosts=4_strategy=allreduce-ring`.
+    """A stable, file-name-safe id from the swept values, as a person would write them:
+    `hosts=4_parameter_server,servers=2,sync=false`.
 
-    For a swept mapping only the fields that differ between its values are named.
+    A swept scalar is `name=value` (the last part of its path); a swept mapping names only
+    its fields that differ between the sweep's values, `field=value` joined by commas, a
+    `kind` by its value alone.
     """
     if not values:
         return "base"
     parts = []
     for key, value in values.items():
         keep = (varying or {}).get(key)
-        if isinstance(value, dict) and keep is not None:
-            value = {k: v for k, v in value.items() if k in keep} or value
-        parts.append(f"{key.rsplit('.', 1)[-1]}={_label(value)}")
-    return re.sub(r"[^A-Za-z0-9.=_-]+", "-", "_".join(parts))
+        if isinstance(value, dict):
+            shown = {k: v for k, v in value.items() if keep is None or k in keep} or value
+            parts.append(
+                ",".join(_label(v) if k == "kind" else f"{k}={_label(v)}" for k, v in shown.items())
+            )
+        else:
+            parts.append(f"{key.rsplit('.', 1)[-1]}={_label(value)}")
+    return re.sub(r"[^A-Za-z0-9.,=_-]+", "-", "_".join(parts))
 
 
 def _varying(values: list[Any]) -> set[str]:

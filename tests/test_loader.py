@@ -116,10 +116,10 @@ def test_sweep_is_cartesian_with_stable_ids() -> None:
     """)
     ids = [p.id for p in loads(text).points]
     assert ids == [
-        "hosts=1_strategy=allreduce-ring",
-        "hosts=1_strategy=parameter_server-4",
-        "hosts=2_strategy=allreduce-ring",
-        "hosts=2_strategy=parameter_server-4",
+        "hosts=1_allreduce,algorithm=ring",
+        "hosts=1_parameter_server,servers=4",
+        "hosts=2_allreduce,algorithm=ring",
+        "hosts=2_parameter_server,servers=4",
     ]
     assert [p.id for p in loads(text).points] == ids  # stable
     assert loads(text).points[3].spec.strategy.servers == 4
