@@ -40,6 +40,8 @@ th { background: #f4f4f4; } td.text, th.text { text-align: left; }
 img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
 figcaption, .note { color: #666; font-size: 12px; }
 nav a { margin-right: 1em; } code { font-size: 12px; word-break: break-all; }
+td.out { background: #fde2e1; color: #a0001c; font-weight: 600; }
+dl.tree { margin: 0.2em 0; } dl.tree dt { font-weight: 600; } dl.tree dd { margin-left: 1.5em; }
 """
 
 
@@ -73,6 +75,23 @@ def _data_uri(plot: Plot) -> str:
 Table = tuple[list[str], list[list[str]]]
 
 
+#: the throughput error a prediction is held to (the project's MAPE target, per point here)
+TARGET_ERROR = 0.10
+
+
+def verdict(error: float, sim: float, real: float, ci95: float) -> str:
+    """How a point's throughput error stands: within the target, within the real runs'
+    95% interval (the runs cannot tell the prediction from the truth), or outside both
+    (marked with a cross, and coloured in the page)."""
+    if not math.isfinite(error):
+        return "n/a"
+    if abs(error) <= TARGET_ERROR:
+        return f"within {TARGET_ERROR:.0%}"
+    if math.isfinite(ci95) and abs(sim - real) <= ci95:
+        return "within the runs' 95% interval"
+    return f"\u2717 outside {TARGET_ERROR:.0%}"
+
+
 def error_table(report: Report) -> Table:
     header = [
         "point",
@@ -82,8 +101,9 @@ def error_table(report: Report) -> Table:
         "real step",
         "step error",
         "sim samples/s",
-        "real samples/s",
+        "real samples/s (95% interval)",
         "throughput error",
+        "verdict",
     ]
     rows = [
         [
@@ -94,8 +114,19 @@ def error_table(report: Report) -> Table:
             _ms(r["real_step_time_s"]),
             _pct(r["step_time_error"], signed=True),
             _num(r["sim_throughput"]),
-            _num(r["real_throughput"]),
+            _num(r["real_throughput"])
+            + (
+                f" \u00b1 {_num(r['real_throughput_ci95'])} ({r['real_runs']:.0f} runs)"
+                if math.isfinite(r["real_throughput_ci95"])
+                else ""
+            ),
             _pct(r["throughput_error"], signed=True),
+            verdict(
+                r["throughput_error"],
+                r["sim_throughput"],
+                r["real_throughput"],
+                r["real_throughput_ci95"],
+            ),
         ]
         for r in records(report.agreement.pairs)
     ]
@@ -303,14 +334,41 @@ def provenance(run: Run) -> list[tuple[str, str]]:
     return fields
 
 
-def calibration(run: Run) -> list[tuple[str, str]] | None:
-    """meta.json's `calibration` (which numbers came from a calibration profile), if any."""
-    value = run.meta.get("calibration")
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        return [("calibration", _short(value))]
-    return [(str(k), _short(v)) for k, v in value.items()]
+def calibration(run: Run) -> Any:
+    """meta.json's `calibration` (which numbers came from a calibration profile), if any:
+    a mapping of lists and mappings, drawn as nested lists, not as JSON."""
+    return run.meta.get("calibration")
+
+
+def _html_tree(value: Any) -> str:
+    """A mapping as a definition list, a list as a bulleted list, anything else as text."""
+    if isinstance(value, Mapping):
+        if not value:
+            return "none"
+        items = "".join(
+            f"<dt>{html.escape(str(k))}</dt><dd>{_html_tree(v)}</dd>" for k, v in value.items()
+        )
+        return f'<dl class="tree">{items}</dl>'
+    if isinstance(value, list):
+        if not value:
+            return "none"
+        return "<ul>" + "".join(f"<li>{_html_tree(v)}</li>" for v in value) + "</ul>"
+    return html.escape(str(value))
+
+
+def _md_tree(value: Any, depth: int = 0) -> list[str]:
+    pad = "  " * depth
+    if isinstance(value, Mapping):
+        lines = []
+        for k, v in value.items():
+            if isinstance(v, Mapping | list) and v:
+                lines += [f"{pad}- {k}:", *_md_tree(v, depth + 1)]
+            else:
+                lines.append(f"{pad}- {k}: {v if v not in ({}, []) else 'none'}")
+        return lines
+    if isinstance(value, list):
+        return [line for v in value for line in _md_tree(v, depth)]
+    return [f"{pad}- {value}"]
 
 
 # ---------------------------------------------------------------------------- HTML
@@ -320,7 +378,8 @@ def _html_table(table: Table, text: int = 2, attrs: str = "") -> str:
     header, rows = table
 
     def cell(tag: str, i: int, value: str) -> str:
-        cls = ' class="text"' if i < text else ""
+        classes = (["text"] if i < text else []) + (["out"] if value.startswith("\u2717") else [])
+        cls = f' class="{" ".join(classes)}"' if classes else ""
         return f"<{tag}{cls}>{html.escape(value)}</{tag}>"
 
     head = "".join(cell("th", i, h) for i, h in enumerate(header))
@@ -389,7 +448,7 @@ def to_html(report: Report, generated: str | None = None) -> str:
         if cal is not None:
             parts.append(
                 "<h4>Calibration: which numbers came from a calibration profile</h4>"
-                f'<div id="calibration-{i}">{_fields_table(cal)}</div>'
+                f'<div id="calibration-{i}">{_html_tree(cal)}</div>'
             )
     body["provenance"] = "\n".join(parts)
     nav = " ".join(f'<a href="#{key}">{html.escape(title)}</a>' for key, title in SECTIONS)
@@ -460,7 +519,7 @@ def to_markdown(report: Report, html_name: str, generated: str | None = None) ->
             out += [
                 "Calibration (which numbers came from a calibration profile):",
                 "",
-                _md_fields(cal),
+                *_md_tree(cal),
                 "",
             ]
     return "\n".join(out)

@@ -34,7 +34,7 @@ from reports.compare import (
     run_to_run_noise,
 )
 from reports.plots import breakdown_shares
-from reports.render import SECTIONS
+from reports.render import SECTIONS, verdict
 from reports.timeline import MAX_STEPS, MAX_WORKERS, from_steps, window
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,6 +248,18 @@ def test_report_error_table_and_summary_by_hand(paired: Path) -> None:
     assert "## Provenance" in summary and str(REAL) in summary
     assert "f0dbb5c8e097f44deaec6e5a29d2e2f81b2a0eb8" in page  # git commit from meta.json
     assert "Note: the inputs" not in page  # same scenario file, no overrides
+    # both points miss the 10% target by far, with no interval of repeated runs: marked
+    assert table.group(1).count('<td class="out">') == 2
+    assert summary.count("\u2717 outside 10%") == 2
+
+
+def test_verdict_of_a_point() -> None:
+    assert verdict(0.08, 108.0, 100.0, math.nan) == "within 10%"
+    assert verdict(-0.10, 90.0, 100.0, math.nan) == "within 10%"
+    # 15% off, but the runs' 95% interval is +-20: they cannot tell the two apart
+    assert verdict(0.15, 115.0, 100.0, 20.0) == "within the runs' 95% interval"
+    assert verdict(0.15, 115.0, 100.0, 10.0) == "\u2717 outside 10%"
+    assert verdict(math.nan, 1.0, 0.0, math.nan) == "n/a"
 
 
 def test_report_async_staleness_and_traces(
