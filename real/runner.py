@@ -44,8 +44,9 @@ def check_supported(spec: ScenarioSpec) -> None:
             problems.append(f"strategy.placement: {st.placement}")
         elif st.local_aggregation:
             problems.append("strategy.local_aggregation")
-        elif st.staleness is not None:
-            problems.append("strategy.staleness (TensorFlow has no SSP bound)")
+        elif st.staleness is not None or st.max_iterations_ahead is not None:
+            name = "staleness" if st.staleness is not None else "max_iterations_ahead"
+            problems.append(f"strategy.{name} (TensorFlow has no SSP bound)")
     elif st.kind == "independent":
         pass  # trials: single-worker processes on the slots (real/trials.py)
     elif not st.sync:

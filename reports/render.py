@@ -230,7 +230,7 @@ def step_table(report: Report) -> Table:
 
 
 def staleness_table(report: Report) -> Table:
-    header = ["point", "backend", "max staleness", "mean staleness"]
+    header = ["point", "backend", "max staleness (updates)", "mean staleness (updates)"]
     rows = [
         [
             str(r["point"]),

@@ -372,6 +372,7 @@ _KINDS_OF_FIELD = {
     "backup_workers": ("parameter_server",),
     "sync_scope": ("parameter_server",),
     "staleness": ("parameter_server", "allreduce"),
+    "max_iterations_ahead": ("parameter_server",),
     "trials": ("independent",),
 }
 
@@ -398,7 +399,13 @@ class StrategySpec(Strict):
     # pushed group's) gradients are summed, and pulled, on their own as soon as all have
     # arrived (ps-lite's per-key synchronisation: MXNet's dist_sync, BytePS)
     sync_scope: Literal["step", "variable"] = "step"
+    # asynchronous all-reduce: gradients applied at most this many steps late (default 1);
+    # asynchronous parameter servers: the contract's name for max_iterations_ahead
     staleness: int | None = Field(default=None, ge=0)
+    # asynchronous parameter servers, stale synchronous parallel: no worker runs more than
+    # this many iterations ahead of the slowest live one (None: unbounded). A bound in
+    # iterations; the staleness recorded in the results counts updates, another unit
+    max_iterations_ahead: int | None = Field(default=None, ge=0)
     # independent
     trials: dict[str, Annotated[list[Any], Field(min_length=1)]] | None = None
 
@@ -411,8 +418,13 @@ class StrategySpec(Strict):
                 )
         if self.kind == "independent" and not self.trials:
             raise ValueError("kind independent needs 'trials' (a mapping of lists)")
-        if self.sync and "staleness" in self.model_fields_set and self.staleness is not None:
-            raise ValueError("'staleness' applies to asynchronous training (sync: false) only")
+        for bound in ("staleness", "max_iterations_ahead"):
+            if self.sync and bound in self.model_fields_set and getattr(self, bound) is not None:
+                raise ValueError(f"'{bound}' applies to asynchronous training (sync: false) only")
+        if self.staleness is not None and self.max_iterations_ahead is not None:
+            raise ValueError(
+                "give max_iterations_ahead or staleness (the contract's name for it), not both"
+            )
         if not self.sync and "sync_scope" in self.model_fields_set:
             raise ValueError("'sync_scope' applies to synchronous training (sync: true) only")
         if not self.sync and self.local_aggregation:

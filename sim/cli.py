@@ -87,8 +87,8 @@ def summary_table(results: pd.DataFrame) -> str:
     extra: list[tuple[str, str, str]] = []  # (header, column, format)
     if any(not r["sync"] for r in records):
         extra += [
-            ("max stale", "max_staleness", "{:.0f}"),
-            ("mean stale", "mean_staleness", "{:.2f}"),
+            ("max stale (updates)", "max_staleness", "{:.0f}"),
+            ("mean stale (updates)", "mean_staleness", "{:.2f}"),
         ]
     if any(r["dropped_gradients"] for r in records):
         extra.append(("dropped", "dropped_gradients", "{:.0f}"))

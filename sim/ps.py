@@ -117,7 +117,10 @@ class ParameterServerTraining(Training):
         # async: iterations completed per worker, and SSP waiters
         self.iterations = [0] * sim.workers
         self.down: set[int] = set()
-        self.bound = spec.staleness
+        # the SSP bound in iterations (the contract calls it staleness)
+        self.bound = (
+            spec.staleness if spec.max_iterations_ahead is None else spec.max_iterations_ahead
+        )
         self.waiting: list[tuple[int, int, simpy.Event]] = []
         costs = sim.costs.servers
         self.dispatch_s = costs.dispatch_s  # a closure reaches its worker

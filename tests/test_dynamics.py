@@ -138,8 +138,9 @@ def test_async_throughput_at_least_sync(strategy: dict[str, Any]) -> None:
     assert asyn["max_staleness"] >= 1
 
 
+@pytest.mark.parametrize("name", ["max_iterations_ahead", "staleness"])  # the contract's
 @pytest.mark.parametrize("bound", [0, 1, 3])
-def test_ssp_bounds_how_far_ahead_a_worker_runs(bound: int) -> None:
+def test_ssp_bounds_how_far_ahead_a_worker_runs(bound: int, name: str) -> None:
     n = 4
     spec, o = outcome(
         **{
@@ -152,7 +153,7 @@ def test_ssp_bounds_how_far_ahead_a_worker_runs(bound: int) -> None:
                 "kind": "parameter_server",
                 "servers": 1,
                 "sync": False,
-                "staleness": bound,
+                name: bound,
             },
         }
     )

@@ -348,3 +348,16 @@ def test_steps_or_samples_not_both() -> None:
     trials = "strategy: {kind: independent, trials: {training.learning_rate: [0.1, 0.2]}}\n"
     msg = error_of(MINIMAL + "training: {samples: 640}\n" + trials)
     assert msg.startswith("training.samples: not defined for strategy kind independent")
+
+
+def test_the_ssp_bound_has_one_name_at_a_time() -> None:
+    ps = "strategy: {kind: parameter_server, sync: false, staleness: 2, max_iterations_ahead: 2}\n"
+    assert error_of(MINIMAL + ps).startswith(
+        "strategy: give max_iterations_ahead or staleness (the contract's name for it), not both"
+    )
+    ps = "strategy: {kind: parameter_server, max_iterations_ahead: 2}\n"
+    assert error_of(MINIMAL + ps).startswith(
+        "strategy: 'max_iterations_ahead' applies to asynchronous training (sync: false) only"
+    )
+    ring = "strategy: {kind: allreduce, sync: false, max_iterations_ahead: 2}\n"
+    assert error_of(MINIMAL + ring).startswith("strategy: 'max_iterations_ahead' applies to kind")
