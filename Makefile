@@ -4,6 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 TF     := $(VENV)/.installed-tf
+# setuptools' editable install warns that a folder named like a package may shadow it: here
+# the folders are the packages (flat layout), so the note says nothing; keep it off the output
+QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
 .PHONY: demo test test-slow lint bench validate validate-published schema clean
 
@@ -11,12 +14,12 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainscale needs Python >= 3.11")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
+	$(QUIET_BUILD) $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
 	touch $@
 
 # run-real and its tests need TensorFlow (CPU build here; see pyproject's tf-gpu extra)
 $(TF): $(STAMP)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench,tf-cpu]'
+	$(QUIET_BUILD) $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench,tf-cpu]'
 	touch $@
 
 demo: $(STAMP)
