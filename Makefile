@@ -36,8 +36,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check trainscale sim scenarios real reports tests tools
 	$(BIN)/mypy
 
+# how fast simulate is at scale (minutes; not in CI): tests/benchmarks/results.jsonl and
+# docs/performance.md; `$(BIN)/python tools/bench.py --help` for one case at a time
 bench: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/benchmarks/bench_*.py -s
+	$(BIN)/python tools/bench.py
 
 # the simulator against real runs on this machine (minutes; not in CI): docs/validation.md
 validate: $(TF)

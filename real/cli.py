@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run a training scenario for real with TensorFlow distributed training.",
         "real",
         [
-            "run-real scenarios/library/mlp-localhost.yaml --set training.steps=10",
+            "run-real scenarios/library/mlp-localhost.yaml",
             "run-real scenarios/library/mlp-localhost.yaml --calibrate",
         ],
     )

@@ -46,7 +46,7 @@ def build_parser() -> ArgumentParser:
         "Calibrate this machine, run the scenario for real, simulate it from the "
         "calibration, and write a report comparing the two.",
         "",
-        ["compare scenarios/library/mlp-localhost.yaml --set training.steps=10"],
+        ["compare scenarios/library/mlp-localhost.yaml"],
     )
     return parser
 

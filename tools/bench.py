@@ -1,0 +1,324 @@
+"""`make bench`: how fast `simulate` is at the scales users simulate (not part of CI).
+
+Every case is the real command line in a fresh process (imports, the 1-worker baseline and
+file writing included). Per case: wall time (the best of `--repeats` runs), peak resident
+memory of the process (`ru_maxrss` of the child), and worker-steps per second (workers x
+steps simulated, warm-up included, per second of wall). Families of cases that differ in
+one size give the cost's growth exponent in it: the slope of log(wall) against log(size)
+between consecutive sizes.
+
+Each run appends its figures, with the machine, the date and the git commit, to
+`tests/benchmarks/results.jsonl` (kept in the repository, so that a regression shows as a
+line that differs from the one before), and rewrites `docs/performance.md` from the
+latest figure of every case.
+
+    python tools/bench.py [--only NAME ...] [--repeats N] [--timeout S] [--no-record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scenarios.results import write_atomic  # noqa: E402
+
+RESULTS = ROOT / "tests" / "benchmarks" / "results.jsonl"
+DOC = ROOT / "docs" / "performance.md"
+RING = "scenarios/library/resnet50-1024-ring.yaml"
+PS = "tests/benchmarks/ps-inception3.yaml"
+PER_TENSOR = "tests/benchmarks/per-tensor-resnet152.yaml"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    what: str
+    scenario: str
+    sets: tuple[str, ...] = ()
+    target_s: float | None = None  # issue 22's target for the wall time, where it sets one
+    family: str = ""  # cases of one family differ in `size` only (growth exponent)
+    size: float = 0.0
+    extra: tuple[str, ...] = field(default=())
+
+
+def _ring(hosts: int, steps: int = 100, *sets: str) -> tuple[str, ...]:
+    return (f"cluster.hosts={hosts}", f"training.steps={steps}", *sets)
+
+
+CASES = [
+    Case(
+        "ring-256",
+        "ResNet-50 ring, 256 workers, 100 steps",
+        RING,
+        _ring(32),
+        None,
+        "ring-workers",
+        256,
+    ),
+    Case(
+        "ring-1024",
+        "ResNet-50 ring, 1,024 workers (32 x 8 V100), 100 steps, 5% jitter",
+        RING,
+        _ring(128),
+        2.0,
+        "ring-workers",
+        1024,
+    ),
+    Case("ring-4096", "same, 4,096 workers", RING, _ring(512), None, "ring-workers", 4096),
+    Case("ring-16384", "same, 16,384 workers", RING, _ring(2048), 60.0, "ring-workers", 16384),
+    Case(
+        "ring-1024-analytical",
+        "same, 1,024 workers, analytical network",
+        RING,
+        _ring(128, 100, "sim.network_model=analytical"),
+    ),
+    Case(
+        "ring-1024-1000-steps",
+        "same, 1,024 workers, 1,000 steps",
+        RING,
+        _ring(128, 1000),
+        21.0,
+        "ring-steps",
+        1000,
+    ),
+    Case(
+        "ring-1024-100-steps",
+        "same, 1,024 workers, 100 steps (the base of the steps family)",
+        RING,
+        _ring(128, 100),
+        None,
+        "ring-steps",
+        100,
+    ),
+    Case(
+        "ps-sync-50x17",
+        "synchronous PS, 50 workers, 17 servers, greedy, Inception-v3, 200 steps",
+        PS,
+        (),
+        2.0,
+    ),
+    Case(
+        "ps-async-1024x64",
+        "asynchronous PS, 1,024 workers, 64 servers, 100 updates",
+        PS,
+        (
+            "cluster.hosts=1024",
+            "strategy.servers=64",
+            "strategy.partition=round_robin",
+            "strategy.sync=false",
+            "training.steps=100",
+        ),
+        10.0,
+    ),
+    Case(
+        "ps-sync-1024x64",
+        "synchronous PS, 1,024 workers, 64 servers, 100 steps",
+        PS,
+        (
+            "cluster.hosts=1024",
+            "strategy.servers=64",
+            "strategy.partition=round_robin",
+            "training.steps=100",
+        ),
+        10.0,
+    ),
+    Case(
+        "per-tensor-152x8",
+        "per-tensor all-reduce (fusion 0 B), ResNet-152, 8 workers, 22 steps",
+        PER_TENSOR,
+        (),
+        2.0,
+    ),
+]
+
+
+def _workers_steps(out: Path) -> float:
+    """workers x (steps + warm-up) over the points of a result directory."""
+    import csv
+
+    meta = json.loads((out / "meta.json").read_text())
+    total = 0.0
+    with (out / "results.csv").open() as f:
+        for row in csv.DictReader(f):
+            point = next(p for p in meta["points"] if p["id"] == row["point"])
+            warmup = point["resolved"]["training"]["warmup_steps"]
+            total += float(row["workers"]) * (float(row["steps"]) + warmup)
+    return total
+
+
+def run_case(case: Case, repeats: int, timeout: float) -> dict[str, Any]:
+    walls, rss = [], 0
+    work = math.nan
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "out"
+            argv = [sys.executable, "-m", "sim.cli", case.scenario, "--quiet", "--out", str(out)]
+            for s in case.sets:
+                argv += ["--set", s]
+            started = time.perf_counter()
+            child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL)
+            deadline = started + timeout
+            while True:
+                pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.perf_counter() > deadline:
+                    child.kill()
+                    _, status, usage = os.wait4(child.pid, 0)
+                    return {"case": case.name, "timed_out_s": timeout}
+                time.sleep(0.02)
+            walls.append(time.perf_counter() - started)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise SystemExit(f"bench: {case.name} failed: {' '.join(argv)}")
+            rss = max(rss, usage.ru_maxrss * 1024)  # Linux: kilobytes
+            work = _workers_steps(out)
+    best = min(walls)
+    return {
+        "case": case.name,
+        "wall_s": best,
+        "walls_s": walls,
+        "peak_rss_bytes": rss,
+        "worker_steps_per_s": work / best,
+    }
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def provenance() -> dict[str, Any]:
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": _git("rev-parse", "HEAD"),
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "machine": {
+            "hostname": platform.node(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+    }
+
+
+def load_results() -> list[dict[str, Any]]:
+    if not RESULTS.exists():
+        return []
+    return [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
+
+
+def exponents(latest: dict[str, dict[str, Any]]) -> list[tuple[str, str, float]]:
+    """(family, 'size a -> size b', slope of log wall against log size)."""
+    out = []
+    families: dict[str, list[Case]] = {}
+    for case in CASES:
+        if case.family:
+            families.setdefault(case.family, []).append(case)
+    for family, cases in families.items():
+        measured = sorted(
+            (c for c in cases if "wall_s" in latest.get(c.name, {})), key=lambda c: c.size
+        )
+        for a, b in zip(measured, measured[1:], strict=False):
+            slope = math.log(latest[b.name]["wall_s"] / latest[a.name]["wall_s"]) / math.log(
+                b.size / a.size
+            )
+            out.append((family, f"{a.size:,.0f} -> {b.size:,.0f}", slope))
+    return out
+
+
+def document(records: list[dict[str, Any]]) -> str:
+    latest: dict[str, dict[str, Any]] = {}
+    for r in records:
+        latest[r["case"]] = r
+    lines = [
+        "# Performance of `simulate`",
+        "",
+        "Made by `make bench` (`tools/bench.py`) from `tests/benchmarks/results.jsonl`, the",
+        "latest figure of every case; each case is the command line in a fresh process",
+        "(imports, the 1-worker baseline and file writing included), the best of its runs.",
+        "",
+        "| case | what | wall | target | peak memory | worker-steps/s | measured |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for case in CASES:
+        r = latest.get(case.name)
+        target = f"<= {case.target_s:g} s" if case.target_s else ""
+        if r is None:
+            lines.append(f"| `{case.name}` | {case.what} | not measured | {target} | | | |")
+            continue
+        where = f"{r['date'][:10]}, {r['commit'][:8]}{' (dirty)' if r.get('dirty') else ''}"
+        if "timed_out_s" in r:
+            lines.append(
+                f"| `{case.name}` | {case.what} | > {r['timed_out_s']:.0f} s (stopped) "
+                f"| {target} | | | {where} |"
+            )
+            continue
+        lines.append(
+            f"| `{case.name}` | {case.what} | {r['wall_s']:.1f} s | {target} "
+            f"| {r['peak_rss_bytes'] / 2**20:,.0f} MiB | {r['worker_steps_per_s']:,.0f} | {where} |"
+        )
+    slopes = exponents(latest)
+    if slopes:
+        lines += [
+            "",
+            "Growth of the cost (slope of log wall time against log size; 1 is linear):",
+            "",
+            "| family | sizes | exponent |",
+            "|---|---|---|",
+            *(f"| {family} | {sizes} | {slope:.2f} |" for family, sizes, slope in slopes),
+        ]
+    machines = {json.dumps(r["machine"], sort_keys=True) for r in latest.values()}
+    lines += ["", "Machines: " + "; ".join(sorted(machines)) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="these cases only")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per case (best kept)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    parser.add_argument("--no-record", action="store_true", help="print, keep nothing")
+    args = parser.parse_args(argv)
+    names = {c.name for c in CASES}
+    unknown = sorted(set(args.only or []) - names)
+    if unknown:
+        parser.error(f"--only: unknown case {unknown[0]!r}; one of {', '.join(sorted(names))}")
+    chosen = [c for c in CASES if not args.only or c.name in args.only]
+    records = load_results()
+    where = provenance()
+    for case in chosen:
+        result = {**where, **run_case(case, args.repeats, args.timeout)}
+        shown = (
+            f"stopped after {result['timed_out_s']:.0f} s"
+            if "timed_out_s" in result
+            else f"{result['wall_s']:.2f} s, {result['peak_rss_bytes'] / 2**20:,.0f} MiB, "
+            f"{result['worker_steps_per_s']:,.0f} worker-steps/s"
+        )
+        print(f"bench: {case.name}: {shown}", flush=True)
+        records.append(result)
+        if not args.no_record:
+            write_atomic(RESULTS, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+            write_atomic(DOC, document(records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
