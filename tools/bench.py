@@ -112,14 +112,14 @@ CASES = [
     ),
     Case(
         "ps-async-1024x64",
-        "asynchronous PS, 1,024 workers, 64 servers, 100 updates",
+        "asynchronous PS, 1,024 workers, 64 servers, 1,024 updates (one per worker)",
         PS,
         (
             "cluster.hosts=1024",
             "strategy.servers=64",
             "strategy.partition=round_robin",
             "strategy.sync=false",
-            "training.steps=100",
+            "training.steps=1024",
         ),
         10.0,
     ),
@@ -182,7 +182,7 @@ def run_case(case: Case, repeats: int, timeout: float) -> dict[str, Any]:
                 time.sleep(0.02)
             walls.append(time.perf_counter() - started)
             if os.waitstatus_to_exitcode(status) != 0:
-                raise SystemExit(f"bench: {case.name} failed: {' '.join(argv)}")
+                return {"case": case.name, "failed": " ".join(argv[1:])}
             rss = max(rss, usage.ru_maxrss * 1024)  # Linux: kilobytes
             work = _workers_steps(out)
     best = min(walls)
@@ -264,6 +264,9 @@ def document(records: list[dict[str, Any]], analysis: str = "(no analysis yet)")
             continue
         r = latest[case.name]
         where = f"{r['date'][:10]}, {r['commit'][:8]}{' (dirty)' if r.get('dirty') else ''}"
+        if "failed" in r:
+            lines.append(f"| `{case.name}` | {case.what} | failed | {target} | | | {where} |")
+            continue
         if "timed_out_s" in r:
             lines.append(
                 f"| `{case.name}` | {case.what} | > {r['timed_out_s']:.0f} s (stopped) "
@@ -314,12 +317,15 @@ def main(argv: list[str] | None = None) -> int:
     where = provenance()
     for case in chosen:
         result = {**where, **run_case(case, args.repeats, args.timeout)}
-        shown = (
-            f"stopped after {result['timed_out_s']:.0f} s"
-            if "timed_out_s" in result
-            else f"{result['wall_s']:.2f} s, {result['peak_rss_bytes'] / 2**20:,.0f} MiB, "
-            f"{result['worker_steps_per_s']:,.0f} worker-steps/s"
-        )
+        if "failed" in result:
+            shown = f"failed: {result['failed']}"
+        elif "timed_out_s" in result:
+            shown = f"stopped after {result['timed_out_s']:.0f} s"
+        else:
+            shown = (
+                f"{result['wall_s']:.2f} s, {result['peak_rss_bytes'] / 2**20:,.0f} MiB, "
+                f"{result['worker_steps_per_s']:,.0f} worker-steps/s"
+            )
         print(f"bench: {case.name}: {shown}", flush=True)
         records.append(result)
         if not args.no_record:
