@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from scenarios import vocab
+
 from .load import Run, records
 from .plots import BREAKDOWN, breakdown_shares
 from .report import Plot, Report
@@ -266,7 +268,7 @@ def points_table(report: Report) -> Table:
             str(r["label"]),
             f"{r['workers']:.0f}",
             f"{r['batch_per_worker']:.0f}",
-            _measured(r),
+            vocab.measured_steps(r),
             _num(r["samples_trained"]),
             _ms(r["step_time_mean_s"]),
             _num(r["throughput_samples_per_s"]),
@@ -278,15 +280,6 @@ def points_table(report: Report) -> Table:
         for r in records(report.frame)
     ]
     return header, rows
-
-
-def _measured(row: Mapping[str, Any]) -> str:
-    """What a point's `steps` counted: updates (one worker's batch each, all workers
-    together) for asynchronous parameter servers, steps of every worker otherwise."""
-    if row["strategy"] == "independent":
-        return f"{row['steps']:.0f} per trial"
-    updates = row["strategy"] == "parameter_server" and not row["sync"]
-    return f"{row['steps']:.0f} {'updates' if updates else 'steps'}"
 
 
 def _short(value: Any) -> str:

@@ -11,13 +11,13 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from scenarios import UserError, load
+from scenarios import UserError, load, vocab
 from scenarios.cli import scenario_parser
 from scenarios.results import provenance, write_run
 
@@ -44,22 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def counts_updates(row: Mapping[Any, Any]) -> bool:
-    """Asynchronous parameter servers count `training.steps` in updates (one worker's
-    batch each, all workers together); every other strategy in steps of every worker."""
-    return row["strategy"] == "parameter_server" and not row["sync"]
-
-
-def measured_steps(row: Mapping[Any, Any]) -> str:
-    if row["strategy"] == "independent":
-        return f"{row['steps']} per trial"
-    return f"{row['steps']} {'updates' if counts_updates(row) else 'steps'}"
-
-
 def table_notes(results: pd.DataFrame) -> list[str]:
     """What the table's `measured` column means, where the points count differently."""
     records = results.to_dict(orient="records")
-    kinds = {counts_updates(r) for r in records if r["strategy"] != "independent"}
+    kinds = {vocab.counts_updates(r) for r in records if r["strategy"] != "independent"}
     trained = [float(r["samples_trained"]) for r in records if r["strategy"] != "independent"]
     if len(kinds) < 2 or max(trained) <= 1.05 * min(trained):
         return []
@@ -116,7 +104,7 @@ def summary_table(results: pd.DataFrame) -> str:
             str(r["point"]),
             str(r["workers"]),
             strategy,
-            measured_steps(r),
+            vocab.measured_steps(r),
             f"{float(r['samples_trained']):,.0f}",
             f"{float(r['step_time_mean_s']) * 1e3:.1f} ms",
             f"{float(r['throughput_samples_per_s']):,.0f}",
