@@ -570,22 +570,46 @@ class ScenarioSpec(Strict):
             raise ValueError("use letters, digits, '.', '_' and '-' (it names files)")
         return value
 
+    def _replacing(self, field: str, instead_of: str) -> tuple[str, str]:
+        """Where `training.<field>` is, after checking that it may stand in for
+        `training.<instead_of>` here: not for trials, not beside the field it replaces."""
+        where = ("training", field)
+        if self.strategy.kind == "independent":
+            raise _LocatedError(where, "not defined for strategy kind independent (trials)")
+        if instead_of in self.training.model_fields_set:
+            raise _LocatedError(where, f"give {instead_of} or {field}, not both")
+        return where
+
+    def _resolve(self, **update: int) -> None:
+        resolved = self.training.model_copy(update=update)
+        object.__setattr__(self, "training", resolved)  # frozen: set once, while validating
+
+    @model_validator(mode="after")
+    def _resolve_global_batch(self) -> ScenarioSpec:
+        """`training.global_batch` fixes workers x batch_per_worker: the point's own
+        batch_per_worker is set from it (strong scaling)."""
+        global_batch = self.training.global_batch
+        if global_batch is None:
+            return self
+        where = self._replacing("global_batch", "batch_per_worker")
+        if global_batch % self.workers:
+            raise _LocatedError(
+                where, f"{global_batch} does not divide evenly over {self.workers} workers"
+            )
+        self._resolve(batch_per_worker=global_batch // self.workers)
+        return self
+
     @model_validator(mode="after")
     def _resolve_samples(self) -> ScenarioSpec:
         """`training.samples` fixes the work of the measured steps, whatever the strategy:
         the point's steps are the fewest that train at least that many samples, where one
-        step trains what reaches the model (samples_per_step)."""
-        training = self.training
-        if training.samples is None:
+        step trains what reaches the model (samples_per_step). Runs after the global
+        batch is resolved, before the checks that read the steps."""
+        samples = self.training.samples
+        if samples is None:
             return self
-        where = ("training", "samples")
-        if self.strategy.kind == "independent":
-            raise _LocatedError(where, "not defined for strategy kind independent (trials)")
-        if "steps" in training.model_fields_set:
-            raise _LocatedError(where, "give steps or samples, not both")
-        per_step = self.samples_per_step
-        resolved = training.model_copy(update={"steps": max(1, -(-training.samples // per_step))})
-        object.__setattr__(self, "training", resolved)  # frozen: set once, while validating
+        self._replacing("samples", "steps")
+        self._resolve(steps=max(1, -(-samples // self.samples_per_step)))
         return self
 
     @property
@@ -593,12 +617,7 @@ class ScenarioSpec(Strict):
         """What one of `training.steps` trains, samples whose gradients reach the model:
         an update of one worker's batch for asynchronous parameter servers, else a step
         of every worker but the backup workers' (whose gradients are dropped)."""
-        training = self.training
-        batch = (
-            training.global_batch // self.workers
-            if training.global_batch is not None
-            else training.batch_per_worker
-        )
+        batch = self.training.batch_per_worker
         st = self.strategy
         if st.kind == "parameter_server" and not st.sync:
             return batch
@@ -658,29 +677,6 @@ class ScenarioSpec(Strict):
                 ("strategy", "backup_workers"),
                 f"{self.strategy.backup_workers} backup workers need more than {workers} workers",
             )
-        return self
-
-    @model_validator(mode="after")
-    def _resolve_global_batch(self) -> ScenarioSpec:
-        """`training.global_batch` fixes workers x batch_per_worker: the point's own
-        batch_per_worker is set from it (strong scaling)."""
-        training = self.training
-        if training.global_batch is None:
-            return self
-        where = ("training", "global_batch")
-        if self.strategy.kind == "independent":
-            raise _LocatedError(where, "not defined for strategy kind independent (trials)")
-        if "batch_per_worker" in training.model_fields_set:
-            raise _LocatedError(where, "give batch_per_worker or global_batch, not both")
-        workers = self.workers
-        if training.global_batch % workers:
-            raise _LocatedError(
-                where, f"{training.global_batch} does not divide evenly over {workers} workers"
-            )
-        resolved = training.model_copy(
-            update={"batch_per_worker": training.global_batch // workers}
-        )
-        object.__setattr__(self, "training", resolved)  # frozen: set once, while validating
         return self
 
     @property
