@@ -4,12 +4,13 @@ profile of a made-up machine with the helpers that simulate from it."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import simpy
+from processes import own_processes
 
 from scenarios import load
 from scenarios.loader import set_path, validate
@@ -83,6 +84,13 @@ def timed(model: str, spec: ClusterSpec, body: Callable[[Any], Any], servers: in
     env.process(proc())
     env.run()
     return env.now
+
+
+@pytest.fixture
+def own(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Every process the test starts carries its tag (tests/processes.py); whatever it
+    leaves is killed when it ends."""
+    yield from own_processes(monkeypatch)
 
 
 @pytest.fixture(params=["analytical", "flow"])

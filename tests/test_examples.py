@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from processes import TAG, kill_tagged, new_tag
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -65,21 +64,17 @@ def test_simulate_and_report_examples_run_as_written(checkout: Path) -> None:
 
 @pytest.mark.real
 @pytest.mark.slow
-def test_real_examples_run_as_written(checkout: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("own")  # what the examples start is killed if left over
+def test_real_examples_run_as_written(checkout: Path) -> None:
     pytest.importorskip("tensorflow")
-    tag = new_tag()
-    monkeypatch.setenv(TAG, tag)  # what the examples start carries it: killed if left over
-    try:
-        # what the README's own test runs (`trainscale COMMAND ...` is `COMMAND ...`)
-        readme = {tuple(shlex.split(line)[1:]) for line, _ in readme_commands()}
-        lines = examples("simulate")[:1] + examples("run-real") + examples("compare")
-        lines = [x for x in lines if tuple(shlex.split(x)) not in readme]
-        for line in [*lines, *examples("report")[1:]]:
-            proc = run_as_written(line, checkout)
-            assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
-        assert (checkout / "mlp.html").exists()
-    finally:
-        kill_tagged(tag)
+    # what the README's own test runs (`trainscale COMMAND ...` is `COMMAND ...`)
+    readme = {tuple(shlex.split(line)[1:]) for line, _ in readme_commands()}
+    lines = examples("simulate")[:1] + examples("run-real") + examples("compare")
+    lines = [x for x in lines if tuple(shlex.split(x)) not in readme]
+    for line in [*lines, *examples("report")[1:]]:
+        proc = run_as_written(line, checkout)
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+    assert (checkout / "mlp.html").exists()
 
 
 def readme_commands() -> list[tuple[str, str | None]]:
@@ -114,15 +109,12 @@ def test_readme_commands_run_as_written(checkout: Path) -> None:
 
 @pytest.mark.real
 @pytest.mark.slow
-def test_real_readme_commands_run_as_written_and_warn_of_a_load_change(
-    checkout: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("own")
+def test_real_readme_commands_run_as_written_and_warn_of_a_load_change(checkout: Path) -> None:
     """The README's compare, as written, with a CPU hog started between its calibration
     and its runs: it works, says in one line that the machine changed, and the report
     shows the drift."""
     pytest.importorskip("tensorflow")
-    tag = new_tag()
-    monkeypatch.setenv(TAG, tag)
     (line,) = [line for line, _ in readme_commands() if shlex.split(line)[1] == "compare"]
     proc = subprocess.Popen(
         [str(BIN / "trainscale"), *shlex.split(line)[1:]],
@@ -152,12 +144,12 @@ def test_real_readme_commands_run_as_written_and_warn_of_a_load_change(
                 break
         for hog in hogs:
             hog.kill()
-        said.append(proc.communicate(timeout=900)[1])
+        said += list(proc.stderr)  # the same reader to the end: it buffers ahead
+        proc.wait(timeout=900)
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
-        kill_tagged(tag)
     err = "".join(said)
     assert proc.returncode == 0, f"{line}\n{err[-3000:]}"
     warnings = [x for x in err.splitlines() if x.startswith("compare: warning:")]

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,13 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from processes import TAG, kill_tagged, new_tag, own_processes, tagged  # noqa: E402
+from processes import TAG, kill_tagged, new_tag, tagged  # noqa: E402
 
 from real.launcher import Launcher, RunError  # noqa: E402
 from scenarios import vocab  # noqa: E402
 from scenarios.profile import CLOSURES  # noqa: E402
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("own")]
 ROOT = Path(__file__).resolve().parent.parent
 
 SCENARIO = """
@@ -40,12 +39,6 @@ training: {batch_per_worker: 16, steps: 12, warmup_steps: 2, learning_rate: {bas
 strategy: {kind: allreduce, algorithm: ring, overlap: false}
 real: {timeout: 3 min}
 """
-
-
-@pytest.fixture(autouse=True)
-def own(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Every process this test starts carries its tag; whatever it leaves is killed."""
-    yield from own_processes(monkeypatch)
 
 
 def workers_alive() -> list[int]:
