@@ -32,9 +32,12 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
         begin = float(outcome.step_ends[warmup - 1])  # the global end of the warm-up
     measured_ends = outcome.step_ends[warmup:]
     training_time = float(measured_ends[-1] - begin)
-    rec = np.array(
-        [(r.start, r.compute_end, r.end, r.comm_s, r.staleness, r.stall) for r in outcome.records],
-        dtype=float,
+    records = outcome.records
+    rec = np.column_stack(
+        [
+            records.column(name).astype(float)
+            for name in ("start", "compute_end", "end", "comm_s", "staleness", "stall")
+        ]
     ).reshape(-1, 6)
     finish = float(measured_ends[-1])
     window = rec[(rec[:, 2] > begin + 1e-12) & (rec[:, 0] < finish - 1e-12)]

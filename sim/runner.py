@@ -185,20 +185,21 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
 
 def _steps_frame(point_id: str, replication: int, spec: ScenarioSpec, outcome: Any) -> pd.DataFrame:
     records = outcome.records
+    step = records.column("step")
     frame = pd.DataFrame(
         {
             "point": point_id,
-            "worker": [r.worker for r in records],
-            "step": [r.step for r in records],
-            "warmup": [r.step < spec.training.warmup_steps for r in records],
-            "start_s": [r.start for r in records],
-            "compute_end_s": [r.compute_end for r in records],
-            "comm_end_s": [r.comm_end for r in records],
-            "end_s": [r.end for r in records],
+            "worker": records.column("worker"),
+            "step": step,
+            "warmup": step < spec.training.warmup_steps,
+            "start_s": records.column("start"),
+            "compute_end_s": records.column("compute_end"),
+            "comm_end_s": records.column("comm_end"),
+            "end_s": records.column("end"),
             "replication": replication,
-            "generation": [r.generation for r in records],
-            "trial": [r.trial for r in records],
-            "staleness": [r.staleness for r in records],
+            "generation": records.column("generation"),
+            "trial": records.column("trial"),
+            "staleness": records.column("staleness"),
         }
     )
     # a step done again after a restart: the earlier attempt was lost

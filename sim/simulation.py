@@ -9,7 +9,7 @@ strategy (`sim/training.py`, `sim/allreduce.py`, `sim/ps.py`) runs inside it; th
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -53,6 +53,75 @@ class StepRecord(NamedTuple):
 Span = tuple[str, float, float]  # (phase, start, end)
 
 
+class Records:
+    """Every worker-step of a run, kept as columns (one numpy array per `StepRecord` field).
+
+    The event engine appends one record at a time; the lockstep engine (`sim/lockstep.py`)
+    adds a whole step of workers at once (`extend`). Iterating yields `StepRecord`s in the
+    order they were added."""
+
+    FIELDS = StepRecord._fields
+    _INTS = frozenset({"worker", "step", "generation", "staleness", "trial"})
+
+    def __init__(self) -> None:
+        self._rows: list[StepRecord] = []
+        self._blocks: list[dict[str, np.ndarray]] = []
+        self._columns: dict[str, np.ndarray] | None = None
+
+    def append(self, record: StepRecord) -> None:
+        self._rows.append(record)
+        self._columns = None
+
+    def extend(self, **columns: np.ndarray | float | int) -> None:
+        """Add records given column by column: arrays of one length, or scalars for all."""
+        self._flush()
+        n = max(np.size(v) for v in columns.values())
+        block = {}
+        for name in self.FIELDS:
+            value = columns.get(name, StepRecord._field_defaults.get(name))
+            dtype = np.int64 if name in self._INTS else float
+            block[name] = np.broadcast_to(np.asarray(value, dtype=dtype), (n,))
+        self._blocks.append(block)
+        self._columns = None
+
+    def _flush(self) -> None:
+        if self._rows:
+            rows = list(zip(*self._rows, strict=True))
+            self._blocks.append(
+                {
+                    name: np.array(rows[i], dtype=np.int64 if name in self._INTS else float)
+                    for i, name in enumerate(self.FIELDS)
+                }
+            )
+            self._rows = []
+
+    def column(self, name: str) -> np.ndarray:
+        """One field of every record, in order."""
+        if self._columns is None:
+            self._flush()
+            self._columns = {
+                name: np.concatenate([b[name] for b in self._blocks])
+                if self._blocks
+                else np.empty(0, dtype=np.int64 if name in self._INTS else float)
+                for name in self.FIELDS
+            }
+        return self._columns[name]
+
+    def __len__(self) -> int:
+        return sum(len(b["worker"]) for b in self._blocks) + len(self._rows)
+
+    def __iter__(self) -> Iterator[StepRecord]:
+        columns = [self.column(name).tolist() for name in self.FIELDS]
+        return (StepRecord(*row) for row in zip(*columns, strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Records):
+            return NotImplemented
+        return len(self) == len(other) and all(
+            np.array_equal(self.column(n), other.column(n)) for n in self.FIELDS
+        )
+
+
 def exposed(spans: Sequence[Span], lo: float, hi: float) -> float:
     """Length of the union of disjoint spans that falls inside [lo, hi]."""
     total = 0.0
@@ -75,8 +144,12 @@ class Simulation:
         trace: bool = False,
         replication: int = 0,
         profile: Profile | None = None,
+        lockstep: bool = True,
     ):
         self.spec = spec
+        #: run synchronous all-reduce in lockstep where it applies (`sim/lockstep.py`);
+        #: False forces the event engine (the tests compare the two)
+        self.lockstep = lockstep
         self.replication = replication
         self.env = simpy.Environment()
         #: every cost this point's engine asks: the catalog's, or the profile's
@@ -98,7 +171,7 @@ class Simulation:
         self.warmup = spec.training.warmup_steps
         self.total_steps = spec.training.warmup_steps + spec.training.steps
         self.stragglers = Stragglers(spec, replication)
-        self.records: list[StepRecord] = []
+        self.records = Records()
         # global step (or, async parameter server: update) end times, final generation
         self.step_ends = np.full(self.total_steps, np.nan)
         self.measure_start: tuple[float, float] | None = None  # (time, network bytes)
@@ -288,7 +361,11 @@ class Simulation:
     # -- the run ----------------------------------------------------------------------------
 
     def run(self) -> SimulationOutcome:
+        from . import lockstep
         from .failures import Supervisor
+
+        if self.lockstep and lockstep.eligible(self):
+            return lockstep.run(self)
 
         self.supervisor = Supervisor(self)
         self.env.run(until=self.finished)
@@ -323,7 +400,7 @@ class Simulation:
 
 
 class SimulationOutcome(NamedTuple):
-    records: list[StepRecord]
+    records: Records
     step_ends: np.ndarray
     measure_start: float
     bytes_on_network: float

@@ -67,6 +67,25 @@ class Stragglers:
             return values[step] * self._slow[worker]
         return self._draw("jitter", worker, self._jitter, step) * self._slow[worker]
 
+    def factors(self, workers: int, steps: int) -> np.ndarray:
+        """`factor` of every (worker, step) below the given counts, as a (workers, steps)
+        array: the same draws."""
+        if not self.jitter.cv:
+            return np.repeat(self.slow[:workers, None], steps, axis=1)
+        for w in range(workers):
+            self._draw("jitter", w, self._jitter, steps - 1)
+        drawn = np.array([self._jitter[w][:steps] for w in range(workers)]).reshape(workers, steps)
+        return drawn * self.slow[:workers, None]
+
+    def delays(self, workers: int, steps: int) -> np.ndarray:
+        """`delay` of every (worker, step) below the given counts, as a (workers, steps)
+        array: the same draws."""
+        if self.probability <= 0:
+            return np.zeros((workers, steps))
+        for w in range(workers):
+            self._draw("transient", w, self._delay, steps - 1)
+        return np.array([self._delay[w][:steps] for w in range(workers)]).reshape(workers, steps)
+
     def delay(self, worker: int, step: int) -> float:
         """Seconds a transient hiccup adds to one worker's step (usually 0)."""
         if self.probability <= 0:

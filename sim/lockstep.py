@@ -1,0 +1,154 @@
+"""Synchronous all-reduce in lockstep: one step of every worker computed as arrays.
+
+In the common case the event engine (`sim/allreduce.py`) spends its time on per-worker
+SimPy events that all do the same thing: every worker computes its buckets, one stream
+reduces each bucket once the last worker handed it in, everyone waits for the step's last
+collective. When nothing else touches the network and nothing interrupts the job, that
+step is a closed recurrence over the workers (N of them, buckets b = 1..B in ready order):
+
+    r[w, b]   = s[w] + d[w] + f[w] * ready_s[b]         (hiccup d, jitter x slowness f)
+    c[w]      = s[w] + d[w] + f[w] * step_s             (compute_end)
+    start[b]  = max(end[b - 1], max_w r[w, b]),  end[0] = the step's start
+    end[b]    = start[b] + D(bytes[b])
+    step_end  = end[B] (+ the checkpoint, when one is due)
+    s'[w]     = max(step_end, c[w])                     (the next step's start)
+
+D(bytes) is the collective's duration on an idle network: the same algorithm and network
+code as the event engine (`sim/collectives.py`, `sim/network.py`), run once per bucket
+size on a network of its own. Only collectives use the network here, one at a time, so
+the time a collective takes does not depend on when it starts.
+
+`eligible` says when this applies: synchronous all-reduce with at least one gradient
+bucket, compute that is plain time (no calibrated CPU cores shared with transfers), no
+failures, no trace. The per-worker sums are done in the event engine's order (the same
+floating-point additions), so both engines give the same results to rounding; the tests
+compare them (tests/test_lockstep.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import simpy
+
+from .collectives import ALGORITHMS
+from .network import make_network
+
+if TYPE_CHECKING:
+    from .simulation import Simulation, SimulationOutcome
+
+
+def eligible(sim: Simulation) -> bool:
+    """Whether `run` gives this point's results (otherwise the event engine does)."""
+    spec = sim.spec
+    strategy = spec.strategy
+    return (
+        strategy.kind == "allreduce"
+        and strategy.sync
+        and sim.compute_rate is None
+        and not spec.failures
+        and not sim.tracer.enabled
+        and bool(sim.compute.buckets(strategy.fusion_buffer, strategy.overlap))
+    )
+
+
+def collective_time(sim: Simulation, nbytes: float) -> tuple[float, float]:
+    """Seconds one all-reduce of `nbytes` takes on the idle network, and the bytes it puts
+    on the network between hosts."""
+    env = simpy.Environment()
+    net = make_network(sim.spec.sim.network_model, env, sim.topology)
+    algorithm = ALGORITHMS[sim.spec.strategy.algorithm]
+    env.process(algorithm(net, list(range(sim.workers)), nbytes, sim.costs.collective))
+    env.run()
+    return env.now, net.bytes_on_network
+
+
+def run(sim: Simulation) -> SimulationOutcome:
+    """Every step of the run, a step at a time, each over all workers at once."""
+    from .simulation import SimulationOutcome
+
+    spec = sim.spec
+    strategy = spec.strategy
+    n, total = sim.workers, sim.total_steps
+    buckets = sim.compute.buckets(strategy.fusion_buffer, strategy.overlap)
+    step_s = sim.compute.step_s
+    timing: dict[float, tuple[float, float]] = {}
+    for bucket in buckets:
+        if bucket.nbytes not in timing:
+            timing[bucket.nbytes] = collective_time(sim, bucket.nbytes)
+    durations = [timing[b.nbytes][0] for b in buckets]
+    step_bytes = sum(timing[b.nbytes][1] for b in buckets)
+    # segments of compute between buckets, as the event engine sleeps them
+    segments, elapsed = [], 0.0
+    for bucket in buckets:
+        segments.append(bucket.ready_s - elapsed)
+        elapsed = bucket.ready_s
+    tail = step_s - elapsed
+    factors = sim.stragglers.factors(n, total)
+    delays = sim.stragglers.delays(n, total)
+
+    start = np.zeros(n)
+    step_end = 0.0
+    network_bytes = 0.0
+    every = sim.checkpoint_every
+    for step in range(total):
+        if sim.measure_start is None and step >= sim.warmup:
+            sim.measure_start = (float(start.min()), network_bytes)
+        f, d = factors[:, step], delays[:, step]
+        t = np.where(d > 0, start + d, start)
+        coll_end = step_end  # the stream is free once the last step ended
+        spans = []
+        for segment, duration in zip(segments, durations, strict=True):
+            x = segment * f
+            t = np.where(x > 0, t + x, t)
+            begin = max(coll_end, float(t.max()))
+            coll_end = begin + duration
+            spans.append((begin, coll_end))
+        network_bytes += step_bytes
+        x = tail * f
+        compute_end = np.where(x > 0, t + x, t)
+        step_end = coll_end
+        done = step + 1
+        sim.completed = done
+        if every and done % every == 0:
+            step_end += sim.checkpoint_cost
+            sim.checkpoint_time += sim.checkpoint_cost
+            sim.checkpoints += 1
+            sim.last_checkpoint = (done, step_end)
+        sim.step_ends[step] = step_end
+        end = np.maximum(step_end, compute_end)
+        comm = np.zeros(n)
+        for begin, finish in spans:
+            comm = comm + np.maximum(0.0, np.minimum(finish, end) - np.maximum(begin, compute_end))
+        sim.records.extend(
+            worker=np.arange(n),
+            step=step,
+            start=start,
+            compute_end=compute_end,
+            comm_end=max(s[1] for s in spans),
+            end=end,
+            comm_s=comm,
+            generation=0,
+            staleness=0,
+        )
+        start = end
+    sim.network.bytes_on_network = network_bytes
+    start_time, start_bytes = sim.measure_start or (0.0, 0.0)
+    return SimulationOutcome(
+        records=sim.records,
+        step_ends=sim.step_ends,
+        measure_start=start_time,
+        bytes_on_network=network_bytes - start_bytes,
+        tracer=sim.tracer,
+        failures=0,
+        lost_steps=0,
+        lost_work_time=0.0,
+        recovery_time=0.0,
+        checkpoint_time=sim.checkpoint_time,
+        dropped_gradients=0,
+        dropped_measured=0,
+        generation=0,
+        checkpoints=sim.checkpoints,
+        trials=None,
+    )
