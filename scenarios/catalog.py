@@ -25,20 +25,27 @@ _FILES = {
 }
 
 
+# the catalog is ours and large (per-layer model tables): libyaml's parser where installed
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _read(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return yaml.load(f, Loader=_Loader)  # noqa: S506 - a safe loader
+
+
 @functools.cache
 def _entries(kind: CatalogKind) -> dict[str, dict[str, Any]]:
     if kind == "model":
         out = {}
         for path in sorted((CATALOG_DIR / "models").glob("*.yaml")):
-            with open(path, encoding="utf-8") as f:
-                data = yaml.safe_load(f)
+            data = _read(path)
             out[data.get("name", path.stem)] = data
         return out
     path = CATALOG_DIR / _FILES[kind]
     if not path.exists():
         return {}
-    with open(path, encoding="utf-8") as f:
-        return dict(yaml.safe_load(f) or {})
+    return dict(_read(path) or {})
 
 
 def names(kind: CatalogKind) -> list[str]:
