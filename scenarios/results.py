@@ -63,6 +63,39 @@ def results_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return frame.reindex(columns=list(vocab.RESULT_COLUMNS) + extra)
 
 
+def _cell(value: Any) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return ""  # missing, as pandas writes it
+    text = float.__repr__(value) if isinstance(value, float) else str(value)
+    if any(c in text for c in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def frame_csv(frame: pd.DataFrame) -> str:
+    """`frame.to_csv(index=False)`, the same text, written a column at a time: steps.csv
+    holds one row per worker-step, and pandas formats each cell on its own."""
+    columns = []
+    for name in frame.columns:
+        series = frame[name]
+        values = series.tolist()
+        kind = series.dtype.kind
+        if series.dtype == "float64" and not series.isna().any():
+            columns.append(list(map(float.__repr__, values)))
+        elif kind == "f":  # narrower floats print at their own precision
+            columns.append(["" if v != v else str(v) for v in series.to_numpy()])
+        elif kind in "iub" and not series.isna().any():
+            columns.append(list(map(str, values)))
+        else:
+            columns.append([_cell(v) for v in values])
+    if len(columns) == 1:  # an empty line would read as no row at all: quote it
+        columns = [[v or '""' for v in columns[0]]]
+    header = ",".join(_cell(str(c)) for c in frame.columns)
+    if not len(frame):
+        return header + "\n"
+    return header + "\n" + "\n".join(map(",".join, zip(*columns, strict=True))) + "\n"
+
+
 def write_run(
     out_dir: Path,
     results: pd.DataFrame,
@@ -78,8 +111,8 @@ def write_run(
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for path, text in (
-        (out_dir / vocab.RESULTS_FILE, results.to_csv(index=False)),
-        (out_dir / vocab.STEPS_FILE, steps.to_csv(index=False)),
+        (out_dir / vocab.RESULTS_FILE, frame_csv(results)),
+        (out_dir / vocab.STEPS_FILE, frame_csv(steps)),
     ):
         write_atomic(path, text)
         written.append(path)
