@@ -14,10 +14,11 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from . import vocab
@@ -37,13 +38,17 @@ PACKAGES = (
 )
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write text to path via a temporary file in the same directory and a rename."""
+def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write text (or its pieces, in order) to path via a temporary file in the same
+    directory and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+            if isinstance(text, str):
+                f.write(text)
+            else:
+                f.writelines(text)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         os.replace(tmp, path)
     except BaseException:
@@ -72,28 +77,48 @@ def _cell(value: Any) -> str:
     return text
 
 
+def csv_chunks(frame: pd.DataFrame, rows: int = 50_000) -> Iterator[str]:
+    """`frame.to_csv(index=False)`, the same text, in pieces of `rows` rows, each written
+    a column at a time: steps.csv holds one row per worker-step, pandas formats each cell
+    on its own, and the whole text of a large run would not fit beside it in memory."""
+    yield ",".join(_cell(str(c)) for c in frame.columns) + "\n"
+    for first in range(0, len(frame), rows):
+        columns = [_column(frame[name].iloc[first : first + rows]) for name in frame.columns]
+        if len(columns) == 1:  # an empty line would read as no row at all: quote it
+            columns = [[v or '""' for v in columns[0]]]
+        yield "\n".join(map(",".join, zip(*columns, strict=True))) + "\n"
+
+
+def _column(series: pd.Series) -> list[str]:
+    """The cells of one column as pandas writes them. Each distinct value is formatted
+    once: most columns of steps.csv repeat a few values (the point, a step's start and
+    end), and formatting a float is what costs."""
+    kind = series.dtype.kind
+    if series.dtype == "float64" and not series.isna().any():
+        bits = series.to_numpy().view(np.int64)  # by bit pattern: -0.0 is not 0.0
+        distinct, where = np.unique(bits, return_inverse=True)
+        if 2 * len(distinct) > len(bits):
+            return list(map(float.__repr__, series.tolist()))
+        return _expand(list(map(float.__repr__, distinct.view(np.float64).tolist())), where)
+    if kind == "f":  # narrower floats print at their own precision
+        return ["" if v != v else str(v) for v in series.to_numpy()]
+    if kind in "iub" and not series.isna().any():
+        distinct, where = np.unique(series.to_numpy(), return_inverse=True)
+        return _expand(list(map(str, distinct.tolist())), where)
+    values = series.tolist()
+    if not all(type(v) is str or v is None for v in values):  # 1, 1.0 and True are equal
+        return [_cell(v) for v in values]
+    codes, uniques = pd.factorize(series)  # missing values get code -1
+    return _expand([_cell(v) for v in uniques.tolist()] + [""], codes)
+
+
+def _expand(texts: list[str], where: np.ndarray) -> list[str]:
+    return np.array(texts, dtype=object)[where.reshape(-1)].tolist()  # type: ignore[no-any-return]
+
+
 def frame_csv(frame: pd.DataFrame) -> str:
-    """`frame.to_csv(index=False)`, the same text, written a column at a time: steps.csv
-    holds one row per worker-step, and pandas formats each cell on its own."""
-    columns = []
-    for name in frame.columns:
-        series = frame[name]
-        values = series.tolist()
-        kind = series.dtype.kind
-        if series.dtype == "float64" and not series.isna().any():
-            columns.append(list(map(float.__repr__, values)))
-        elif kind == "f":  # narrower floats print at their own precision
-            columns.append(["" if v != v else str(v) for v in series.to_numpy()])
-        elif kind in "iub" and not series.isna().any():
-            columns.append(list(map(str, values)))
-        else:
-            columns.append([_cell(v) for v in values])
-    if len(columns) == 1:  # an empty line would read as no row at all: quote it
-        columns = [[v or '""' for v in columns[0]]]
-    header = ",".join(_cell(str(c)) for c in frame.columns)
-    if not len(frame):
-        return header + "\n"
-    return header + "\n" + "\n".join(map(",".join, zip(*columns, strict=True))) + "\n"
+    """`frame.to_csv(index=False)`: `csv_chunks` joined."""
+    return "".join(csv_chunks(frame))
 
 
 def write_run(
@@ -110,11 +135,11 @@ def write_run(
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for path, text in (
-        (out_dir / vocab.RESULTS_FILE, frame_csv(results)),
-        (out_dir / vocab.STEPS_FILE, frame_csv(steps)),
+    for path, frame in (
+        (out_dir / vocab.RESULTS_FILE, results),
+        (out_dir / vocab.STEPS_FILE, steps),
     ):
-        write_atomic(path, text)
+        write_atomic(path, csv_chunks(frame))
         written.append(path)
     for point_id, text in traces.items():
         path = out_dir / vocab.trace_file(point_id)

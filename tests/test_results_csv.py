@@ -7,7 +7,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scenarios.results import frame_csv
+from scenarios.results import csv_chunks, frame_csv
 
 TEXT = st.text(alphabet=st.sampled_from(list('ab,"= \n_')), max_size=6)
 FLOAT = st.floats(allow_nan=True, allow_infinity=True, width=64)
@@ -32,6 +32,7 @@ def test_same_text_as_pandas(rows: int, data: st.DataObject) -> None:
     keep = data.draw(st.lists(st.sampled_from(list(columns)), min_size=1, unique=True))
     frame = frame[keep]
     assert frame_csv(frame) == frame.to_csv(index=False)
+    assert "".join(csv_chunks(frame, rows=2)) == frame.to_csv(index=False)
 
 
 def test_nullable_and_narrow_columns() -> None:
@@ -40,6 +41,8 @@ def test_nullable_and_narrow_columns() -> None:
             "n": pd.array([1, None, 3], dtype="Int64"),
             "f32": np.array([1.1, np.nan, 3], dtype=np.float32),
             "np": [np.float64(0.5), {"k": 1}, [1, 2]],
+            "mixed": [1, 1.0, True],
+            "zeros": [0.0, -0.0, 0.0],
         }
     )
     assert frame_csv(frame) == frame.to_csv(index=False)
