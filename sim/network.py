@@ -119,29 +119,33 @@ def max_min_rates(paths: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     paths: (flows, max path) link indices, padded with -1; capacity: (links,).
     Each round finds the tightest link (residual capacity / unfixed flows crossing it),
     gives every unfixed flow through a link that tight that fair share, and removes them.
-    Symmetric cases finish in one round.
+    Symmetric cases finish in one round. The (flow, link) incidences are kept as two flat
+    arrays that shrink as flows are fixed, so a round costs a few numpy calls over what is
+    left.
     """
     n_flows = len(paths)
     rates = np.zeros(n_flows)
     if n_flows == 0:
         return rates
-    valid = paths >= 0
-    safe = np.where(valid, paths, 0)
-    residual = capacity.astype(float).copy()
-    unfixed = np.ones(n_flows, dtype=bool)
     n_links = len(capacity)
-    while unfixed.any():
-        on = valid & unfixed[:, None]
-        counts = np.bincount(safe[on], minlength=n_links)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(counts > 0, residual / np.maximum(counts, 1), np.inf)
+    valid = paths >= 0
+    flow = np.nonzero(valid)[0]  # row of each incidence
+    link = paths[valid]
+    residual = capacity.astype(float)
+    share = np.empty(n_links)
+    while len(flow):
+        counts = np.bincount(link, minlength=n_links)
+        share.fill(np.inf)
+        np.divide(residual, counts, out=share, where=counts > 0)
         fair = share.min()
         tight = share <= fair * (1 + 1e-12)
-        hit = unfixed & (tight[safe] & valid).any(axis=1)
+        hit = np.zeros(n_flows, dtype=bool)
+        hit[flow[tight[link]]] = True
         rates[hit] = fair
-        residual -= np.bincount(safe[valid & hit[:, None]], minlength=n_links) * fair
+        done = hit[flow]
+        residual -= np.bincount(link[done], minlength=n_links) * fair
         np.maximum(residual, 0.0, out=residual)
-        unfixed &= ~hit
+        flow, link = flow[~done], link[~done]
     return rates
 
 

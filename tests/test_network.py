@@ -204,3 +204,46 @@ def test_flows_on_the_cores_share_the_loopback(network_model: str) -> None:
     env.run()
     expected = 1e6 / 300e6 if network_model == "analytical" else 1e6 / 100e6
     assert env.now == pytest.approx(expected, rel=1e-9)
+
+
+def plain_max_min(flow_links: list[list[int]], capacity: list[float]) -> list[float]:
+    """Max-min fair shares, written plainly: raise every unfrozen flow's rate together
+    until a link fills; freeze the flows through it; repeat (Bertsekas & Gallager, Data
+    Networks, section 6.5.2)."""
+    rates = [0.0] * len(flow_links)
+    frozen = [False] * len(flow_links)
+    used = [0.0] * len(capacity)
+    while not all(frozen):
+        users = [
+            sum(1 for i, f in enumerate(flow_links) if link in f and not frozen[i])
+            for link in range(len(capacity))
+        ]
+        rise = min((capacity[k] - used[k]) / users[k] for k in range(len(capacity)) if users[k])
+        for i, f in enumerate(flow_links):
+            if not frozen[i]:
+                rates[i] += rise
+                for link in f:
+                    used[link] += rise
+        for k in range(len(capacity)):
+            if users[k] and used[k] >= capacity[k] * (1 - 1e-12):
+                for i, f in enumerate(flow_links):
+                    if k in f:
+                        frozen[i] = True
+    return rates
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.integers(0, 7), min_size=1, max_size=4, unique=True), min_size=1, max_size=30
+    ),
+    st.lists(st.floats(0.5, 100.0), min_size=8, max_size=8),
+)
+def test_max_min_equals_a_plain_implementation(
+    flow_links: list[list[int]], caps: list[float]
+) -> None:
+    paths = np.full((len(flow_links), 4), -1)
+    for i, links in enumerate(flow_links):
+        paths[i, : len(links)] = links
+    expected = plain_max_min(flow_links, caps)
+    np.testing.assert_allclose(max_min_rates(paths, np.array(caps)), expected, rtol=1e-9)
