@@ -17,9 +17,10 @@ $(STAMP): pyproject.toml
 	$(QUIET_BUILD) $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
 	touch $@
 
-# run-real and its tests need TensorFlow (CPU build here; see pyproject's tf-gpu extra)
+# run-real and its tests need TensorFlow (CPU build here; see pyproject's tf-gpu extra),
+# and pyspark for real.engine: spark (with a Java runtime: .ci/run installs one)
 $(TF): $(STAMP)
-	$(QUIET_BUILD) $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench,tf-cpu]'
+	$(QUIET_BUILD) $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,bench,tf-cpu,spark]'
 	touch $@
 
 demo: $(STAMP)

@@ -39,9 +39,22 @@ def build_parser() -> argparse.ArgumentParser:
         [
             "run-real scenarios/library/mlp-localhost.yaml",
             "run-real scenarios/library/mlp-localhost.yaml --calibrate",
+            "run-real scenarios/library/mlp-localhost.yaml --engine spark --master 'local[2]'",
         ],
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--engine",
+        choices=["local", "spark"],
+        help="launch the processes here (local) or as a Spark barrier stage (spark): sets "
+        "real.engine",
+    )
+    parser.add_argument(
+        "--master",
+        metavar="URL",
+        help="the Spark master (local[N], local-cluster[...], spark://host:port, yarn, "
+        "k8s://...): sets real.spark.master, and real.engine to spark",
+    )
     parser.add_argument(
         "--trace", action="store_true", help="write a Chrome trace of each point's measured steps"
     )
@@ -74,8 +87,16 @@ def _main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     from .runner import run
 
+    sets = list(args.sets)
+    if args.engine or args.master:
+        sets.append(f"real.engine={args.engine or 'spark'}")
+    if args.master:
+        if args.engine == "local":
+            print("run-real: error: --master: a Spark master, with --engine local", file=sys.stderr)
+            return 2
+        sets.append(f"real.spark.master={args.master}")
     try:
-        scenario = load(args.scenario, args.sets)
+        scenario = load(args.scenario, sets)
         if args.calibrate:
             if args.recalibrate:
                 raise UserError("--recalibrate: not with --calibrate (which writes a profile)")
@@ -123,6 +144,9 @@ def _main(args: argparse.Namespace) -> int:
     runs = {p.point_id: p.runs for p in points if p.runs}
     if runs:  # real.repeats: every run's own figures, beside the means in results.csv
         meta["runs"] = runs
+    placement = {p.point_id: p.placement for p in points if p.placement}
+    if placement:  # real.engine: spark: where each process ran
+        meta["placement"] = placement
     traces = {p.point_id: p.trace for p in points if p.trace is not None}
     write_run(out_dir, results, steps, meta, traces)
     if not args.quiet:

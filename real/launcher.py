@@ -90,6 +90,8 @@ class LaunchResult:
     failures: int = 0  # set by the runner across restarts
     lost_steps: int = 0
     recovery_time_s: float = 0.0
+    # where each process ran (Spark: its executor and host); empty for local runs
+    placement: list[dict[str, Any]] = field(default_factory=list)
 
     def of(self, event: str) -> list[dict[str, Any]]:
         return [r for r in self.records if r.get("event") == event]
@@ -110,6 +112,18 @@ class Kill:
     restart_after: float | None = None
     killed_at: float | None = None  # set by the launcher
     restarted_at: float | None = None
+
+
+def last_error(log: Path) -> str:
+    """The last line of a process's stderr that names an error (else its last line)."""
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no output"
+    for line in reversed(lines):
+        if "Error" in line or "error" in line:
+            return line.strip()[:300]
+    return lines[-1].strip()[:300] if lines else "no output"
 
 
 #: seconds without any record after the first step before a run is declared hung
@@ -361,14 +375,7 @@ class Launcher:
                 )
 
     def _last_error(self, index: int) -> str:
-        try:
-            lines = self._logs[index].read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "no output"
-        for line in reversed(lines):
-            if "Error" in line or "error" in line:
-                return line.strip()[:300]
-        return lines[-1].strip()[:300] if lines else "no output"
+        return last_error(self._logs[index])
 
     def stop(self) -> None:
         """End every child: SIGTERM to its group, SIGKILL after a grace period, reap."""

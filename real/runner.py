@@ -63,9 +63,17 @@ def check_supported(spec: ScenarioSpec) -> None:
         )
     if st.kind == "independent" and spec.failures:
         problems.append("failures with independent trials")
-    if spec.real.engine != "local":
-        problems.append(f"real.engine: {spec.real.engine}")
-    if spec.cluster.hosts > 1:
+    spark = spec.real.engine == "spark"
+    if spark and st.kind == "independent":
+        problems.append("strategy.kind: independent on real.engine: spark")
+    if spark and spec.failures:
+        problems.append("failures on real.engine: spark")
+    if spark and not spec.real.spark.master.startswith("local") and not spec.real.shared_dir:
+        problems.append(
+            f"real.spark.master: {spec.real.spark.master} without real.shared_dir (a "
+            "directory every executor sees)"
+        )
+    if spec.cluster.hosts > 1 and not spark:
         problems.append("cluster.hosts > 1 (local processes run on this host only)")
     if problems:
         raise NotModelledError(f"{problems[0]}: not implemented yet by run-real")
@@ -170,6 +178,8 @@ class RealPoint:
     trace: str | None = None
     # with real.repeats: each run's headline figures, in the order run
     runs: list[dict[str, float]] | None = None
+    # real.engine: spark: the executor and host of each process
+    placement: list[dict[str, Any]] | None = None
 
 
 _BASELINES: dict[str, float] = {}
@@ -220,6 +230,16 @@ def run_trials_point(point: Point) -> RealPoint:
     return RealPoint(point.id, row, frame)
 
 
+def launch_job(spec: ScenarioSpec, jobs: list[dict[str, Any]]) -> LaunchResult:
+    """Run one job, without failures, on the scenario's engine."""
+    if spec.real.engine == "spark":
+        from .spark import SparkLauncher
+
+        master, conf = spec.real.spark.master, spec.real.spark.conf
+        return SparkLauncher(jobs, spec.real.timeout, spec.real.device, master, conf).run()
+    return Launcher(jobs, spec.real.timeout, spec.real.device).run()
+
+
 def run_point(point: Point) -> RealPoint:
     if point.spec.strategy.kind == "independent":
         return run_trials_point(point)
@@ -232,7 +252,7 @@ def run_point(point: Point) -> RealPoint:
         if spec.workers == 1:
             _BASELINES[key] = stats["throughput_samples_per_s"]
         else:
-            one = Launcher(jobs_for(spec, 1), spec.real.timeout, spec.real.device).run()
+            one = launch_job(spec, jobs_for(spec, 1))
             single = spec.model_copy(  # one worker alone: no backup workers either
                 update={
                     "cluster": spec.cluster.model_copy(update={"hosts": 1, "devices_per_host": 1}),
@@ -261,7 +281,7 @@ def run_point(point: Point) -> RealPoint:
     frame.insert(0, "point", point.id)
     frame = frame.reindex(columns=list(vocab.STEP_COLUMNS) + ["loss"])
     frame = frame.sort_values(["step", "worker"], kind="stable", ignore_index=True)
-    return RealPoint(point.id, row, frame)
+    return RealPoint(point.id, row, frame, placement=launch.placement or None)
 
 
 @dataclass
@@ -348,6 +368,14 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
         dict(job, checkpoint_dir=directory, checkpoint_every=spec.checkpoint.every_steps)
         for job in jobs_for(spec)
     ]
+    if spec.real.engine == "spark":  # failures are refused there (check_supported)
+        try:
+            result = launch_job(spec, jobs)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        for record in result.records:
+            record["generation"] = 0
+        return result
     total = LaunchResult()
     generation = 0
     failed_at: float | None = None
@@ -484,7 +512,16 @@ def merge_repeats(runs: list[RealPoint]) -> RealPoint:
     row["wall_time_s"] = sum(run.row["wall_time_s"] for run in runs)
     steps = pd.concat(frames, ignore_index=True)
     figures = [{key: float(run.row[key]) for key in RUN_FIGURES if key in run.row} for run in runs]
-    return RealPoint(runs[0].point_id, row, steps, runs=figures if len(runs) > 1 else None)
+    placement = runs[0].placement
+    if len(runs) > 1 and placement:  # each run's own, marked with the run
+        placement = [dict(p, run=i) for i, run in enumerate(runs) for p in run.placement or []]
+    return RealPoint(
+        runs[0].point_id,
+        row,
+        steps,
+        runs=figures if len(runs) > 1 else None,
+        placement=placement,
+    )
 
 
 #: per run of a repeated point, what meta.json's `runs` keeps

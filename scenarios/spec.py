@@ -502,8 +502,19 @@ class SimSpec(Strict):
     replications: int = Field(default=1, ge=1)
 
 
+class SparkSpec(Strict):
+    """Where `real.engine: spark` runs: any Spark master URL, and Spark properties."""
+
+    master: str = "local[*]"  # local[N], local-cluster[...], spark://host:port, yarn, k8s://...
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
 class RealSpec(Strict):
     engine: Literal["local", "spark"] = "local"
+    spark: SparkSpec = Field(default_factory=SparkSpec)
+    # a directory every Spark executor and the driver see (checkpoints); a non-local
+    # master needs one
+    shared_dir: str | None = None
     device: Literal["cpu", "gpu"] = "cpu"
     timeout: PositiveSeconds = Field(default="15 min", validate_default=True)
     # runs of each point, interleaved (every point once, then again, the grid forward and
