@@ -71,15 +71,34 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def tf_config(
-    jobs: list[dict[str, Any]], ports: list[int], me: int, host: str = "127.0.0.1"
-) -> str:
-    """TF_CONFIG for job `me`: every job's role (default worker) and address."""
+def tf_config(jobs: list[dict[str, Any]], addresses: list[str], me: int) -> str:
+    """TF_CONFIG for job `me`: every job's role (default worker) and `host:port`."""
     cluster: dict[str, list[str]] = {}
-    for job, port in zip(jobs, ports, strict=True):
-        cluster.setdefault(job.get("role", "worker"), []).append(f"{host}:{port}")
+    for job, address in zip(jobs, addresses, strict=True):
+        cluster.setdefault(job.get("role", "worker"), []).append(address)
     task = {"type": jobs[me].get("role", "worker"), "index": jobs[me]["index"]}
     return json.dumps({"cluster": cluster, "task": task})
+
+
+def process_env(
+    jobs: list[dict[str, Any]], index: int, addresses: list[str], device: str
+) -> dict[str, str]:
+    """The environment of job `index`'s process: its TF_CONFIG, the GPU it may use (none
+    on a CPU run), and this package on its path."""
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    job = jobs[index]
+    if len(jobs) > 1 and not job.get("standalone"):
+        env["TF_CONFIG"] = tf_config(jobs, addresses, index)
+    if device == "gpu" and job.get("role", "worker") == "worker":
+        env["CUDA_VISIBLE_DEVICES"] = str(job["index"])  # one GPU per worker
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # never touch a GPU on a CPU run
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    return env
 
 
 @dataclass
@@ -156,20 +175,8 @@ class Launcher:
         self._logs: list[Path] = []
 
     def _env(self, index: int, ports: list[int]) -> dict[str, str]:
-        env = dict(os.environ)
-        env.pop("TF_CONFIG", None)
-        job = self.jobs[index]
-        if len(self.jobs) > 1 and not job.get("standalone"):
-            env["TF_CONFIG"] = tf_config(self.jobs, ports, index)
-        if self.device == "gpu" and job.get("role", "worker") == "worker":
-            env["CUDA_VISIBLE_DEVICES"] = str(job["index"])  # one GPU per worker
-        else:
-            env["CUDA_VISIBLE_DEVICES"] = ""  # never touch a GPU on a CPU run
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        env["PYTHONUNBUFFERED"] = "1"
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        return env
+        addresses = [f"127.0.0.1:{port}" for port in ports]
+        return process_env(self.jobs, index, addresses, self.device)
 
     def _read(self, index: int, stream: Any) -> None:
         for line in stream:

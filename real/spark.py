@@ -37,7 +37,7 @@ from typing import Any
 from scenarios.errors import UserError
 
 from . import protocol
-from .launcher import LaunchResult, RunError, free_ports, last_error
+from .launcher import LaunchResult, RunError, free_ports, last_error, process_env
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the master a scenario with `real.engine: spark` and no master runs on
@@ -79,6 +79,7 @@ def session(master: str, conf: Mapping[str, str]) -> Any:
         SparkSession.builder.master(master)
         .appName("trainscale run-real")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.executorEnv.PYTHONPATH", path)
         .config("spark.task.maxFailures", "1")
     )
@@ -197,7 +198,8 @@ class _Task:
         gathered = ctx.allGather(json.dumps({"index": index, "host": host, "port": port}))
         peers = sorted((json.loads(m) for m in gathered), key=lambda p: p["index"])
         job = self.jobs[index]
-        env = self._env(index, peers)
+        addresses = [f"{peer['host']}:{peer['port']}" for peer in peers]
+        env = process_env(self.jobs, index, addresses, self.device)
         workdir = Path(tempfile.mkdtemp(prefix="trainscale-spark-"))
         path = workdir / "job.json"
         path.write_text(json.dumps(job))
@@ -246,26 +248,6 @@ class _Task:
             "executor": os.environ.get("SPARK_EXECUTOR_ID", "driver"),
             "host": socket.gethostname(),
         }
-
-    def _env(self, index: int, peers: list[dict[str, Any]]) -> dict[str, str]:
-        env = dict(os.environ)
-        env.pop("TF_CONFIG", None)
-        job = self.jobs[index]
-        if len(self.jobs) > 1 and not job.get("standalone"):
-            cluster: dict[str, list[str]] = {}
-            for other, peer in zip(self.jobs, peers, strict=True):
-                role = other.get("role", "worker")
-                cluster.setdefault(role, []).append(f"{peer['host']}:{peer['port']}")
-            task = {"type": job.get("role", "worker"), "index": job["index"]}
-            env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": task})
-        if self.device == "gpu" and job.get("role", "worker") == "worker":
-            env["CUDA_VISIBLE_DEVICES"] = str(job["index"])
-        else:
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        return env
 
 
 def _die_with_parent() -> None:
