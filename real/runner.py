@@ -64,8 +64,6 @@ def check_supported(spec: ScenarioSpec) -> None:
     if st.kind == "independent" and spec.failures:
         problems.append("failures with independent trials")
     spark = spec.real.engine == "spark"
-    if spark and st.kind == "independent":
-        problems.append("strategy.kind: independent on real.engine: spark")
     if spark and spec.failures:
         problems.append("failures on real.engine: spark")
     if spark and not spec.real.spark.master.startswith("local") and not spec.real.shared_dir:
@@ -190,7 +188,7 @@ def run_trials_point(point: Point) -> RealPoint:
 
     started = time.perf_counter()
     spec = point.spec
-    figures, records = run_trials(spec, jobs_for(spec, 1)[0])
+    figures, records, placement = run_trials(spec, jobs_for(spec, 1)[0])
     t0 = min(r["start"] for r in records)
     row: dict[str, Any] = {
         "point": point.id,
@@ -227,7 +225,7 @@ def run_trials_point(point: Point) -> RealPoint:
             "loss": [r["loss"] for r in records],
         }
     ).reindex(columns=list(vocab.STEP_COLUMNS) + ["loss"])
-    return RealPoint(point.id, row, frame)
+    return RealPoint(point.id, row, frame, placement=placement or None)
 
 
 def launch_job(spec: ScenarioSpec, jobs: list[dict[str, Any]]) -> LaunchResult:

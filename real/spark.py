@@ -11,17 +11,16 @@ parent-death signal), so cancelling the stage (timeout, Ctrl-C) leaves none behi
 
 `SparkLauncher(jobs, timeout_s, device, master=..., conf=...).run()` returns a
 `LaunchResult` as `Launcher.run` does; placement (executor and host of each process) is
-in `LaunchResult.placement`.
+in `LaunchResult.placement`. `run_trials` runs independent trials as ordinary tasks, one
+single-worker process each, as many at once as the executors have slots.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,78 +29,14 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from scenarios.errors import UserError
+from scenarios.spark import DEFAULT_MASTER, is_local, session
 
 from . import protocol
 from .launcher import LaunchResult, RunError, free_ports, last_error, process_env
-
-ROOT = Path(__file__).resolve().parent.parent
-#: the master a scenario with `real.engine: spark` and no master runs on
-DEFAULT_MASTER = "local[*]"
-
-_session: Any = None
-_session_key: tuple[str, tuple[tuple[str, str], ...]] | None = None
-
-
-def is_local(master: str) -> bool:
-    """Whether every task of this master runs on this machine."""
-    return master.startswith("local")
-
-
-def session(master: str, conf: Mapping[str, str]) -> Any:
-    """The process's SparkSession for this master and configuration (made once)."""
-    global _session, _session_key
-    key = (master, tuple(sorted(conf.items())))
-    if _session is not None and _session_key == key:
-        return _session
-    if _session is not None:
-        _session.stop()
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise UserError(
-            "real.engine: spark needs pyspark (pip install -e '.[spark]'; make test installs it)"
-        ) from None
-    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
-        raise UserError(
-            "real.engine: spark needs a Java runtime (Java 17): none on PATH or in JAVA_HOME"
-        )
-
-    # the tasks import this package: give its root to the Python workers Spark starts
-    path = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = path
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master(master)
-        .appName("trainscale run-real")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.executorEnv.PYTHONPATH", path)
-        .config("spark.task.maxFailures", "1")
-    )
-    if is_local(master):  # nothing listens beyond this host
-        builder = builder.config("spark.driver.host", "127.0.0.1").config(
-            "spark.driver.bindAddress", "127.0.0.1"
-        )
-    for name, value in conf.items():
-        builder = builder.config(name, value)
-    _session = builder.getOrCreate()
-    _session.sparkContext.setLogLevel("ERROR")
-    _session_key = key
-    atexit.register(stop_session)
-    return _session
-
-
-def stop_session() -> None:
-    global _session, _session_key
-    if _session is not None:
-        with contextlib.suppress(Exception):
-            _session.stop()
-    _session, _session_key = None, None
 
 
 class SparkLauncher:
@@ -130,34 +65,16 @@ class SparkLauncher:
                 f"real.spark.master: {self.master} has {slots} task slots; this job needs "
                 f"{len(self.jobs)} processes at once (one barrier task each)"
             )
-        group = f"trainscale-{uuid.uuid4().hex}"
-        sc.setJobGroup(group, "trainscale run-real", interruptOnCancel=True)
-        expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
-            sc.cancelJobGroup(group)
-
-        timer = threading.Timer(self.timeout_s, expire)
-        timer.daemon = True
         result = LaunchResult(launched=time.time())
         task = _Task(self.jobs, self.device, is_local(self.master))
-        rdd = sc.parallelize(range(len(self.jobs)), len(self.jobs)).barrier()
-        timer.start()
-        try:
-            outcomes = rdd.mapPartitions(task).collect()
-        except Exception as exc:
-            if expired.is_set():
-                raise RunError(
-                    f"real.timeout: the run took longer than {self.timeout_s:g} s and was "
-                    "stopped (its Spark stage was cancelled)"
-                ) from None
-            raise RunError(f"the Spark stage failed: {_first_line(exc)}") from None
-        except BaseException:  # Ctrl-C: cancel the stage, whose tasks stop their processes
-            sc.cancelJobGroup(group)
-            raise
-        finally:
-            timer.cancel()
+        outcomes = _collect(
+            sc,
+            lambda: (
+                sc.parallelize(range(len(self.jobs)), len(self.jobs)).barrier().mapPartitions(task)
+            ),
+            self.timeout_s,
+            "run",
+        )
         outcomes.sort(key=lambda o: o["index"])
         for outcome in outcomes:
             if outcome["error"]:
@@ -172,12 +89,98 @@ class SparkLauncher:
         return result
 
 
+def _collect(sc: Any, stage: Callable[[], Any], timeout_s: float, what: str) -> list[Any]:
+    """The results of `stage()`'s tasks; past `timeout_s`, or on Ctrl-C, its job group is
+    cancelled (the tasks stop their processes) and the run fails in one line."""
+    group = f"trainscale-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, f"trainscale run-real {what}", interruptOnCancel=True)
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        sc.cancelJobGroup(group)
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        return list(stage().collect())
+    except Exception as exc:
+        if expired.is_set():
+            raise RunError(
+                f"real.timeout: the {what} took longer than {timeout_s:g} s and was stopped "
+                "(its Spark stage was cancelled)"
+            ) from None
+        raise RunError(f"the Spark stage failed: {_first_line(exc)}") from None
+    except BaseException:  # Ctrl-C: cancel the stage, whose tasks stop their processes
+        sc.cancelJobGroup(group)
+        raise
+    finally:
+        timer.cancel()
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     for line in text:
         if "Error" in line or "error" in line:
             return line.strip()[:300]
     return text[0][:300] if text else type(exc).__name__
+
+
+class _Worker:
+    """One `python -m real.worker` process started by a task, in a directory of its own;
+    it dies with the task (`_die_with_parent`) and is always stopped on the way out."""
+
+    def __init__(self, job: dict[str, Any], env: dict[str, str]):
+        self.workdir = Path(tempfile.mkdtemp(prefix="trainscale-spark-"))
+        path = self.workdir / "job.json"
+        path.write_text(json.dumps(job))
+        self.log = self.workdir / "stderr"
+        with self.log.open("w") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "real.worker", str(path)],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+
+    def __enter__(self) -> _Worker:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        _stop(self.process)
+        with contextlib.suppress(OSError):
+            for item in self.workdir.iterdir():
+                item.unlink()
+            self.workdir.rmdir()
+
+    def records(self) -> tuple[list[dict[str, Any]], str]:
+        """Its records until it exits, and what went wrong ("" if nothing)."""
+        records: list[dict[str, Any]] = []
+        error = ""
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            record = protocol.parse(line.rstrip("\n"))
+            if record is None:
+                continue
+            if record.get("event") == "error":
+                error = str(record.get("error"))
+            records.append(record)
+        code = self.process.wait()
+        if not error and (code != 0 or not any(r.get("event") == "done" for r in records)):
+            error = f"exited with status {code}: {last_error(self.log)}"
+        return records, error
+
+
+def _where() -> dict[str, str]:
+    return {
+        "executor": os.environ.get("SPARK_EXECUTOR_ID", "driver"),
+        "host": socket.gethostname(),
+    }
 
 
 class _Task:
@@ -199,55 +202,63 @@ class _Task:
         peers = sorted((json.loads(m) for m in gathered), key=lambda p: p["index"])
         job = self.jobs[index]
         addresses = [f"{peer['host']}:{peer['port']}" for peer in peers]
-        env = process_env(self.jobs, index, addresses, self.device)
-        workdir = Path(tempfile.mkdtemp(prefix="trainscale-spark-"))
-        path = workdir / "job.json"
-        path.write_text(json.dumps(job))
-        log = workdir / "stderr"
         records: list[dict[str, Any]] = []
         error = ""
-        with log.open("w") as stderr:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "real.worker", str(path)],
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-            try:
-                if job.get("serve"):  # a server: up until every reporting process is done
-                    ctx.barrier()
-                else:
-                    assert process.stdout is not None
-                    for line in process.stdout:
-                        record = protocol.parse(line.rstrip("\n"))
-                        if record is None:
-                            continue
-                        if record.get("event") == "error":
-                            error = str(record.get("error"))
-                        records.append(record)
-                    code = process.wait()
-                    if not error and (
-                        code != 0 or not any(r.get("event") == "done" for r in records)
-                    ):
-                        error = f"exited with status {code}: {last_error(log)}"
-                    ctx.barrier()
-            finally:
-                _stop(process)
-        with contextlib.suppress(OSError):
-            for item in workdir.iterdir():
-                item.unlink()
-            workdir.rmdir()
-        yield {
-            "index": index,
+        with _Worker(job, process_env(self.jobs, index, addresses, self.device)) as worker:
+            if not job.get("serve"):
+                records, error = worker.records()
+            # servers stay up until every reporting process is done
+            ctx.barrier()
+        yield {"index": index, "records": records, "error": error, **_where()}
+
+
+class _Trial:
+    """What each trial's task runs: one single-worker process (`strategy.kind:
+    independent`), timed on the executor's clock."""
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def __call__(self, job: dict[str, Any]) -> dict[str, Any]:
+        started = time.time()
+        with _Worker(job, process_env([job], 0, [], self.device)) as worker:
+            records, error = worker.records()
+        return {
+            "trial": job["trial"],
+            "started": started,
+            "finished": time.time(),
             "records": records,
             "error": error,
-            "executor": os.environ.get("SPARK_EXECUTOR_ID", "driver"),
-            "host": socket.gethostname(),
+            **_where(),
         }
+
+
+def run_trials(
+    jobs: list[dict[str, Any]],
+    timeout_s: float,
+    device: str = "cpu",
+    master: str = DEFAULT_MASTER,
+    conf: Mapping[str, str] | None = None,
+) -> list[tuple[float, float, LaunchResult]]:
+    """Every trial a Spark task, as many at once as the executors have slots; for each,
+    in the jobs' order: when it started and ended, and its records."""
+    sc = session(master, dict(conf or {})).sparkContext
+    task = _Trial(device)
+    outcomes = _collect(sc, lambda: sc.parallelize(jobs, len(jobs)).map(task), timeout_s, "search")
+    done = []
+    for outcome in sorted(outcomes, key=lambda o: o["trial"]):
+        if outcome["error"]:
+            raise RunError(f"trial {outcome['trial']} failed: {outcome['error']}")
+        result = LaunchResult(
+            records=outcome["records"], launched=outcome["started"], finished=outcome["finished"]
+        )
+        result.placement = [{"trial": outcome["trial"], **_where_of(outcome)}]
+        done.append((outcome["started"], outcome["finished"], result))
+    return done
+
+
+def _where_of(outcome: dict[str, Any]) -> dict[str, str]:
+    return {"executor": outcome["executor"], "host": outcome["host"]}
 
 
 def _die_with_parent() -> None:

@@ -34,9 +34,40 @@ def trial_jobs(spec: ScenarioSpec, base: dict[str, Any]) -> list[dict[str, Any]]
     return jobs
 
 
-def run_trials(spec: ScenarioSpec, base: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
-    """Run every trial on `spec.workers` slots; return the row's figures and the records."""
+def run_trials(
+    spec: ScenarioSpec, base: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict], list[dict[str, Any]]]:
+    """Run every trial on `spec.workers` slots (on Spark: as many as its executors have);
+    return the row's figures, the records, and where each trial ran (Spark only)."""
     jobs = trial_jobs(spec, base)
+    if spec.real.engine == "spark":
+        from .spark import run_trials as on_spark
+
+        settings = spec.real.spark
+        outcomes = on_spark(
+            jobs, spec.real.timeout, spec.real.device, settings.master, settings.conf
+        )
+        slots = _slots(outcomes)
+    else:
+        outcomes = _run_local(spec, jobs)
+        slots = spec.workers
+    placement = [p for _, _, result in outcomes for p in result.placement]
+    return _figures(jobs, outcomes, slots), _records(jobs, outcomes), placement
+
+
+def _slots(outcomes: list[tuple[float, float, LaunchResult]]) -> int:
+    """The most trials that ran at once (Spark's slots as the search used them)."""
+    events = sorted([(s, 1) for s, _, _ in outcomes] + [(e, -1) for _, e, _ in outcomes])
+    running = most = 0
+    for _, change in events:
+        running += change
+        most = max(most, running)
+    return most
+
+
+def _run_local(
+    spec: ScenarioSpec, jobs: list[dict[str, Any]]
+) -> list[tuple[float, float, LaunchResult]]:
     deadline = time.monotonic() + spec.real.timeout
     active: set[Launcher] = set()
     lock = threading.Lock()
@@ -71,32 +102,53 @@ def run_trials(spec: ScenarioSpec, base: dict[str, Any]) -> tuple[dict[str, Any]
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+    return outcomes
+
+
+def _records(
+    jobs: list[dict[str, Any]], outcomes: list[tuple[float, float, LaunchResult]]
+) -> list[dict]:
+    return [
+        dict(r, trial=job["trial"])
+        for job, (_, _, result) in zip(jobs, outcomes, strict=True)
+        for r in result.of("step")
+    ]
+
+
+def _figures(
+    jobs: list[dict[str, Any]], outcomes: list[tuple[float, float, LaunchResult]], slots: int
+) -> dict[str, Any]:
+    """Makespan, trials per hour, slot utilisation on `slots` slots, and the best trial:
+    the lowest training loss at its last step."""
     first = min(o[0] for o in outcomes)
     makespan = max(o[1] for o in outcomes) - first
     busy = sum(o[1] - o[0] for o in outcomes)
-    records = []
     durations = []
     samples = 0
+    final: dict[int, float] = {}
     for job, (_, _, result) in zip(jobs, outcomes, strict=True):
-        for r in result.of("step"):
-            r = dict(r, trial=job["trial"])
-            records.append(r)
+        steps = result.of("step")
+        for r in steps:
             if r["step"] >= job["warmup_steps"]:
                 durations.append(r["end"] - r["start"])
                 samples += job["batch_per_worker"]
-    figures = {
+        if steps:
+            final[job["trial"]] = float(max(steps, key=lambda r: r["step"])["loss"])
+    best = min(final, key=lambda t: final[t]) if final else -1
+    return {
         **step_stats(np.array(durations)),
         "samples_trained": samples,
         "throughput_samples_per_s": samples / makespan,
-        "compute_time_frac": busy / (spec.workers * makespan),
+        "compute_time_frac": busy / (slots * makespan),
         "comm_time_frac": 0.0,
-        "wait_time_frac": 1 - busy / (spec.workers * makespan),
+        "wait_time_frac": 1 - busy / (slots * makespan),
         "training_time_s": makespan,
         "trials": len(jobs),
         "makespan_s": makespan,
         "trials_per_hour": len(jobs) / makespan * 3600,
-        "slot_utilization": busy / (spec.workers * makespan),
+        "slot_utilization": busy / (slots * makespan),
         # measured trial times include each process's start-up
-        "scaling_efficiency": busy / (spec.workers * makespan),
+        "scaling_efficiency": busy / (slots * makespan),
+        "best_trial": best,
+        "best_final_loss": final.get(best, float("nan")),
     }
-    return figures, records

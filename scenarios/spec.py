@@ -499,6 +499,8 @@ class CheckpointSpec(Strict):
 
 class SimSpec(Strict):
     network_model: Literal["flow", "analytical"] = "flow"
+    # where the sweep points run: here, or as Spark tasks (on real.spark's master)
+    engine: Literal["local", "spark"] = "local"
     replications: int = Field(default=1, ge=1)
 
 

@@ -41,6 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs", metavar="N", type=int, default=1, help="simulate N points in parallel (default 1)"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+    parser.add_argument(
+        "--engine",
+        choices=["local", "spark"],
+        help="simulate the points here (local) or as Spark tasks (spark): sets sim.engine",
+    )
+    parser.add_argument(
+        "--master",
+        metavar="URL",
+        help="the Spark master the points run on: sets real.spark.master, and sim.engine to spark",
+    )
     return parser
 
 
@@ -135,7 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.jobs < 1:
             raise UserError(f"--jobs: must be at least 1, got {args.jobs}")
-        scenario = load(args.scenario, args.sets)
+        sets = list(args.sets)
+        if args.engine or args.master:
+            sets.append(f"sim.engine={args.engine or 'spark'}")
+        if args.master:
+            if args.engine == "local":
+                raise UserError("--master: a Spark master, with --engine local")
+            sets.append(f"real.spark.master={args.master}")
+        scenario = load(args.scenario, sets)
         out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "sim"
         if out_dir.exists() and not out_dir.is_dir():
             raise UserError(f"--out: {out_dir} exists and is not a directory")

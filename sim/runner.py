@@ -8,6 +8,7 @@ that point again on one host with one device (same model, device, strategy and s
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -216,9 +217,16 @@ def run(
     trace: bool = False,
     progress: Callable[[PointResult], None] | None = None,
 ) -> RunResult:
-    """Simulate all points; `jobs` > 1 runs them in parallel processes (same results)."""
+    """Simulate all points; `jobs` > 1 runs them in parallel processes, `sim.engine: spark`
+    as Spark tasks on `real.spark`'s master (the same results either way)."""
     result = RunResult(scenario)
     points = list(scenario.points)
+    if points and points[0].spec.sim.engine == "spark":
+        result.points = _on_spark(points, trace)
+        for done in result.points:
+            if progress:
+                progress(done)
+        return result
     if jobs <= 1 or len(points) <= 1:
         for point in points:
             done = simulate_point(point, trace)
@@ -236,3 +244,13 @@ def run(
                 progress(done)
     result.points = [finished[p.index] for p in points]
     return result
+
+
+def _on_spark(points: list[Point], trace: bool) -> list[PointResult]:
+    """Every point a Spark task; the results in the points' order."""
+    from scenarios.spark import session
+
+    settings = points[0].spec.real.spark
+    sc = session(settings.master, settings.conf).sparkContext
+    rdd = sc.parallelize(points, len(points))
+    return list(rdd.map(functools.partial(simulate_point, trace=trace)).collect())

@@ -136,3 +136,52 @@ def test_refusals_before_anything_starts(
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == f"run-real: error: {message}"
     assert not (tmp_path / "out").exists()
+
+
+def test_simulate_on_spark_gives_the_local_results(tmp_path: Path) -> None:
+    sweep = ROOT / "scenarios/library/allreduce-algorithms.yaml"
+    spark, local = tmp_path / "spark", tmp_path / "local"
+    for out, extra in ((spark, ["--master", "local[2]"]), (local, [])):
+        proc = subprocess.run(
+            [sys.executable, "-m", "sim.cli", str(sweep), "--out", str(out), "--quiet", *extra],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    wall = list(vocab.WALL_CLOCK_COLUMNS)
+    a = pd.read_csv(spark / vocab.RESULTS_FILE).drop(columns=wall)
+    b = pd.read_csv(local / vocab.RESULTS_FILE).drop(columns=wall)
+    assert a.to_csv(index=False) == b.to_csv(index=False)
+    assert (spark / vocab.STEPS_FILE).read_bytes() == (local / vocab.STEPS_FILE).read_bytes()
+    meta = json.loads((spark / vocab.META_FILE).read_text())
+    assert meta["points"][0]["resolved"]["sim"]["engine"] == "spark"
+
+
+def test_trials_on_spark_and_the_best_one(scenario: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_real(
+        str(scenario),
+        "--out",
+        str(out),
+        "--master",
+        "local[2]",
+        "--quiet",
+        "--set",
+        "strategy={kind: independent, trials: {learning_rate: [0.001, 0.01, 0.05, 0.2]}}",
+        "--set",
+        "training.steps=6",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert workers_alive() == []
+    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+    assert row["trials"] == 4 and row["makespan_s"] > 0
+    assert 0 < row["slot_utilization"] <= 1
+    # the best trial: the lowest loss at its last step, from steps.csv itself
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    last = steps.sort_values("step").groupby("trial").tail(1).set_index("trial")["loss"]
+    assert row["best_trial"] == last.idxmin()
+    assert row["best_final_loss"] == pytest.approx(last.min())
+    (placed,) = json.loads((out / vocab.META_FILE).read_text())["placement"].values()
+    assert sorted(p["trial"] for p in placed) == [0, 1, 2, 3]

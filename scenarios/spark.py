@@ -1,0 +1,89 @@
+"""Spark as an engine, shared by both backends: the process's SparkSession.
+
+`run-real` runs a job as a barrier stage on it (`real/spark.py`), `simulate` its sweep
+points as tasks (`sim/runner.py`). The master and Spark properties are the scenario's
+`real.spark` (`--master` on either command); a `local` master keeps every listener on
+127.0.0.1. Without pyspark or a Java runtime, `session` raises a `UserError` saying so.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import sys
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+#: the master a scenario with `real.engine: spark` and no master runs on
+DEFAULT_MASTER = "local[*]"
+
+_session: Any = None
+_session_key: tuple[str, tuple[tuple[str, str], ...]] | None = None
+
+
+def is_local(master: str) -> bool:
+    """Whether every task of this master runs on this machine."""
+    return master.startswith("local")
+
+
+def session(master: str, conf: Mapping[str, str]) -> Any:
+    """The process's SparkSession for this master and configuration (made once)."""
+    global _session, _session_key
+    key = (master, tuple(sorted(conf.items())))
+    if _session is not None and _session_key == key:
+        return _session
+    if _session is not None:
+        _session.stop()
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise UserError(
+            "real.engine: spark needs pyspark (pip install -e '.[spark]'; make test installs it)"
+        ) from None
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        raise UserError(
+            "real.engine: spark needs a Java runtime (Java 17): none on PATH or in JAVA_HOME"
+        )
+
+    # the tasks import this package: give its root to the Python workers Spark starts
+    path = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = path
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("trainscale run-real")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executorEnv.PYTHONPATH", path)
+        .config("spark.task.maxFailures", "1")
+    )
+    if is_local(master):  # nothing listens beyond this host
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
+    log = Path(__file__).with_name("spark-log4j2.properties")
+    builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log}")
+    for name, value in conf.items():
+        builder = builder.config(name, value)
+    with warnings.catch_warnings():  # pyspark's pandas check: we hand it no pandas objects
+        warnings.simplefilter("ignore", FutureWarning)
+        _session = builder.getOrCreate()
+    _session.sparkContext.setLogLevel("ERROR")
+    _session_key = key
+    atexit.register(stop_session)
+    return _session
+
+
+def stop_session() -> None:
+    global _session, _session_key
+    if _session is not None:
+        with contextlib.suppress(Exception):
+            _session.stop()
+    _session, _session_key = None, None
