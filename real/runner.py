@@ -64,8 +64,11 @@ def check_supported(spec: ScenarioSpec) -> None:
     if st.kind == "independent" and spec.failures:
         problems.append("failures with independent trials")
     spark = spec.real.engine == "spark"
-    if spark and spec.failures:
-        problems.append("failures on real.engine: spark")
+    for failure in spec.failures if spark else ():
+        if isinstance(failure, RandomFailure) or failure.at_time is not None:
+            problems.append("failures at a time on real.engine: spark (give at_step)")
+        elif st.kind == "parameter_server" and failure.role != "chief":
+            problems.append(f"a failure of a parameter-server {failure.role} on real.engine: spark")
     if spark and not spec.real.spark.master.startswith("local") and not spec.real.shared_dir:
         problems.append(
             f"real.spark.master: {spec.real.spark.master} without real.shared_dir (a "
@@ -342,6 +345,26 @@ def _process_of(spec: ScenarioSpec, failure: Failure) -> tuple[int, int, bool]:
     return index, index, False
 
 
+def _launcher(
+    spec: ScenarioSpec, jobs: list[dict[str, Any]], kills: list[Kill], origin: float | None
+) -> Any:
+    """The launcher of the scenario's engine for one launch of a job."""
+    if spec.real.engine == "spark":
+        from .spark import SparkLauncher
+
+        launcher = SparkLauncher(
+            jobs,
+            spec.real.timeout,
+            spec.real.device,
+            spec.real.spark.master,
+            spec.real.spark.conf,
+            kills,
+        )
+        launcher.origin = origin
+        return launcher
+    return Launcher(jobs, spec.real.timeout, spec.real.device, kills, origin=origin)
+
+
 def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
     """Run a point; kill the processes its failures name; recover as the contract says.
 
@@ -361,19 +384,13 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
     import tempfile
 
     pending = failure_schedule(spec)
-    directory = tempfile.mkdtemp(prefix="trainscale-ckpt-")
+    # checkpoints: where every process sees them (on Spark, real.shared_dir where given)
+    shared = spec.real.shared_dir if spec.real.engine == "spark" else None
+    directory = tempfile.mkdtemp(prefix="trainscale-ckpt-", dir=shared)
     jobs = [
         dict(job, checkpoint_dir=directory, checkpoint_every=spec.checkpoint.every_steps)
         for job in jobs_for(spec)
     ]
-    if spec.real.engine == "spark":  # failures are refused there (check_supported)
-        try:
-            result = launch_job(spec, jobs)
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
-        for record in result.records:
-            record["generation"] = 0
-        return result
     total = LaunchResult()
     generation = 0
     failed_at: float | None = None
@@ -392,7 +409,7 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
                         restart_after=failure.downtime if rejoins else None,
                     )
                 )
-            launcher = Launcher(jobs, spec.real.timeout, spec.real.device, kills, origin=origin)
+            launcher = _launcher(spec, jobs, kills, origin)
             try:
                 result = launcher.run()
                 finished = True

@@ -36,7 +36,15 @@ from typing import Any
 from scenarios.spark import DEFAULT_MASTER, is_local, session
 
 from . import protocol
-from .launcher import LaunchResult, RunError, free_ports, last_error, process_env
+from .launcher import (
+    InjectedFailure,
+    Kill,
+    LaunchResult,
+    RunError,
+    free_ports,
+    last_error,
+    process_env,
+)
 
 
 class SparkLauncher:
@@ -49,12 +57,21 @@ class SparkLauncher:
         device: str = "cpu",
         master: str = DEFAULT_MASTER,
         conf: Mapping[str, str] | None = None,
+        kills: list[Kill] | None = None,
     ):
+        """`kills`: failures to inject, as `Launcher` takes them; on Spark only at a step,
+        of a process that reports its own steps, and stopping the job (no rejoin)."""
         self.jobs = jobs
         self.timeout_s = timeout_s
         self.device = device
         self.master = master
         self.conf = dict(conf or {})
+        self.kills = list(kills or [])
+        for kill in self.kills:
+            if kill.at_step is None or kill.watch != kill.process or kill.restart_after:
+                raise ValueError("on Spark a failure strikes at a step of the process it kills")
+        self.origin: float | None = None  # host clock of the first step
+        self.killed_at: float | None = None  # when the failure that stopped the job struck
 
     def run(self) -> LaunchResult:
         spark = session(self.master, self.conf)
@@ -66,7 +83,10 @@ class SparkLauncher:
                 f"{len(self.jobs)} processes at once (one barrier task each)"
             )
         result = LaunchResult(launched=time.time())
-        task = _Task(self.jobs, self.device, is_local(self.master))
+        # the next failure strikes in this launch (the runner starts a new one after it)
+        kill = self.kills[0] if self.kills else None
+        at = {kill.process: kill.at_step} if kill and kill.at_step is not None else {}
+        task = _Task(self.jobs, self.device, is_local(self.master), at)
         outcomes = _collect(
             sc,
             lambda: (
@@ -76,15 +96,24 @@ class SparkLauncher:
             "run",
         )
         outcomes.sort(key=lambda o: o["index"])
-        for outcome in outcomes:
-            if outcome["error"]:
-                raise RunError(f"process {outcome['index']} failed: {outcome['error']}", result)
         records = [r for o in outcomes for r in o["records"]]
         records.sort(key=lambda r: r.get("end", r.get("time", r.get("start", 0.0))))
         result.records = records
         result.placement = [
             {"process": o["index"], "executor": o["executor"], "host": o["host"]} for o in outcomes
         ]
+        starts = [r["start"] for r in records if r.get("event") == "step"]
+        if self.origin is None and starts:
+            self.origin = min(starts)
+        killed = [o for o in outcomes if o["killed_at"] is not None]
+        if kill is not None and killed:  # the job stopped as the scenario asked
+            kill.killed_at = self.killed_at = killed[0]["killed_at"]
+            raise InjectedFailure(
+                f"process {kill.process} was killed at step {kill.at_step}", result
+            )
+        for outcome in outcomes:
+            if outcome["error"]:
+                raise RunError(f"process {outcome['index']} failed: {outcome['error']}", result)
         result.finished = time.time()
         return result
 
@@ -132,6 +161,7 @@ class _Worker:
     it dies with the task (`_die_with_parent`) and is always stopped on the way out."""
 
     def __init__(self, job: dict[str, Any], env: dict[str, str]):
+        self.killed_at: float | None = None  # when it was killed on purpose
         self.workdir = Path(tempfile.mkdtemp(prefix="trainscale-spark-"))
         path = self.workdir / "job.json"
         path.write_text(json.dumps(job))
@@ -158,8 +188,9 @@ class _Worker:
                 item.unlink()
             self.workdir.rmdir()
 
-    def records(self) -> tuple[list[dict[str, Any]], str]:
-        """Its records until it exits, and what went wrong ("" if nothing)."""
+    def records(self, kill_at: int | None = None) -> tuple[list[dict[str, Any]], str]:
+        """Its records until it exits, and what went wrong ("" if nothing). `kill_at`: kill
+        it (SIGKILL to its group) once it reported step `kill_at - 1`, as `Launcher` does."""
         records: list[dict[str, Any]] = []
         error = ""
         assert self.process.stdout is not None
@@ -170,7 +201,18 @@ class _Worker:
             if record.get("event") == "error":
                 error = str(record.get("error"))
             records.append(record)
+            if (
+                kill_at is not None
+                and self.killed_at is None
+                and record.get("event") in ("step", "round", "progress")
+                and (record.get("step") or 0) >= kill_at - 1
+            ):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.killed_at = time.time()
         code = self.process.wait()
+        if self.killed_at is not None:
+            return records, ""  # killed on purpose
         if not error and (code != 0 or not any(r.get("event") == "done" for r in records)):
             error = f"exited with status {code}: {last_error(self.log)}"
         return records, error
@@ -186,10 +228,13 @@ def _where() -> dict[str, str]:
 class _Task:
     """What each barrier task runs (pickled to the executors: plain data only)."""
 
-    def __init__(self, jobs: list[dict[str, Any]], device: str, local: bool):
+    def __init__(
+        self, jobs: list[dict[str, Any]], device: str, local: bool, kill_at: dict[int, int]
+    ):
         self.jobs = jobs
         self.device = device
         self.local = local
+        self.kill_at = kill_at  # process -> the step at which to kill it
 
     def __call__(self, _: Iterator[int]) -> Iterator[dict[str, Any]]:
         from pyspark import BarrierTaskContext
@@ -206,10 +251,16 @@ class _Task:
         error = ""
         with _Worker(job, process_env(self.jobs, index, addresses, self.device)) as worker:
             if not job.get("serve"):
-                records, error = worker.records()
+                records, error = worker.records(self.kill_at.get(index))
             # servers stay up until every reporting process is done
             ctx.barrier()
-        yield {"index": index, "records": records, "error": error, **_where()}
+        yield {
+            "index": index,
+            "records": records,
+            "error": error,
+            "killed_at": worker.killed_at,
+            **_where(),
+        }
 
 
 class _Trial:

@@ -115,6 +115,34 @@ def test_too_few_slots_is_one_line(scenario: Path, tmp_path: Path) -> None:
     assert workers_alive() == []
 
 
+def test_killed_worker_recovers_from_checkpoint_on_spark(scenario: Path, tmp_path: Path) -> None:
+    out = tmp_path / "fail"
+    proc = run_real(
+        str(scenario),
+        "--out",
+        str(out),
+        "--master",
+        "local[2]",
+        "--quiet",
+        "--set",
+        "checkpoint.every_steps=3",
+        "--set",
+        "failures=[{role: worker, index: 1, at_step: 8, downtime: 1 s}]",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert workers_alive() == []
+    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+    # killed as it started step 8; the last checkpoint held 6 steps: 2 lost and redone
+    assert (row["failures"], row["lost_steps"]) == (1, 2)
+    assert row["recovery_time_s"] > 1.0  # the downtime, then a measured restart
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    kept = steps[~steps.lost]
+    # every requested step completed exactly once in the end, by both workers
+    assert sorted(kept.step.unique()) == list(range(12))
+    assert kept.groupby(["worker", "step"]).size().max() == 1 and len(kept) == 2 * 12
+    assert set(steps[steps.lost].step) == {6, 7} and set(steps.generation) == {0, 1}
+
+
 @pytest.mark.parametrize(
     "sets, message",
     [
@@ -124,8 +152,9 @@ def test_too_few_slots_is_one_line(scenario: Path, tmp_path: Path) -> None:
             "every executor sees): not implemented yet by run-real",
         ),
         (
-            ["--engine", "spark", "--set", "failures=[{role: worker, at_step: 3}]"],
-            "failures on real.engine: spark: not implemented yet by run-real",
+            ["--engine", "spark", "--set", "failures=[{role: worker, at_time: 3 s}]"],
+            "failures at a time on real.engine: spark (give at_step): not implemented yet "
+            "by run-real",
         ),
     ],
 )
