@@ -12,6 +12,7 @@ yet by run-real`): never run something else under its name.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +79,9 @@ def check_supported(spec: ScenarioSpec) -> None:
         problems.append("cluster.hosts > 1 (local processes run on this host only)")
     if problems:
         raise NotModelledError(f"{problems[0]}: not implemented yet by run-real")
+    shared = spec.real.shared_dir
+    if spark and shared is not None and not Path(shared).is_dir():
+        raise ScenarioError(f"real.shared_dir: {shared} is not a directory here")
     if spec.model.keras is None:
         raise ScenarioError(
             f"model: {spec.model.name} has no keras builder, so run-real cannot build it"
@@ -420,6 +424,7 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
             for record in result.records:
                 record["generation"] = generation
             total.records.extend(result.records)
+            total.placement += [dict(p, generation=generation) for p in result.placement]
             if generation == 0:
                 total.launched = result.launched
                 origin = launcher.origin

@@ -219,10 +219,12 @@ class _Worker:
 
 
 def _where() -> dict[str, str]:
-    return {
-        "executor": os.environ.get("SPARK_EXECUTOR_ID", "driver"),
-        "host": socket.gethostname(),
-    }
+    """This task's executor (Spark's id; "driver" in local mode) and host."""
+    log = os.environ.get("SPARK_LOG_URL_STDERR", "")  # ...&executorId=N&... on executors
+    executor = "driver"
+    if "executorId=" in log:
+        executor = log.split("executorId=", 1)[1].split("&", 1)[0]
+    return {"executor": executor, "host": socket.gethostname()}
 
 
 class _Task:

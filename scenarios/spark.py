@@ -64,7 +64,8 @@ def session(master: str, conf: Mapping[str, str]) -> Any:
         .config("spark.executorEnv.PYTHONPATH", path)
         .config("spark.task.maxFailures", "1")
     )
-    if is_local(master):  # nothing listens beyond this host
+    if is_local(master):  # nothing listens beyond this host (local-cluster's daemons too)
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
         )

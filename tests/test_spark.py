@@ -62,45 +62,45 @@ def workers_alive() -> list[int]:
     return tagged(os.environ[TAG], command="real.worker")
 
 
-def test_ring_on_spark_writes_what_a_local_run_writes(scenario: Path, tmp_path: Path) -> None:
-    # a local run's files are checked against the contract in tests/test_real.py; here the
-    # same files with the same columns, and every process's placement besides
-    spark = tmp_path / "spark"
-    proc = run_real(str(scenario), "--out", str(spark), "--master", "local[2]", "--quiet")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert workers_alive() == []
-    files = {vocab.RESULTS_FILE, vocab.STEPS_FILE, vocab.META_FILE}
-    assert {p.name for p in spark.iterdir()} == files
-    results = pd.read_csv(spark / vocab.RESULTS_FILE)
-    assert list(results.columns[: len(vocab.RESULT_COLUMNS)]) == list(vocab.RESULT_COLUMNS)
-    steps = pd.read_csv(spark / vocab.STEPS_FILE)
-    assert list(steps.columns) == [*vocab.STEP_COLUMNS, "loss"]
-    (row,) = results.to_dict(orient="records")
-    assert row["workers"] == 2 and row["throughput_samples_per_s"] > 0
-    assert sorted(steps["worker"].unique()) == [0, 1] and steps["step"].max() == 11
-    meta = json.loads((spark / vocab.META_FILE).read_text())
-    (placed,) = meta["placement"].values()
-    assert sorted(p["process"] for p in placed) == [0, 1]
-    assert meta["points"][0]["resolved"]["real"]["engine"] == "spark"
-
-
-def test_synchronous_parameter_servers_on_spark(scenario: Path, tmp_path: Path) -> None:
+def test_ring_and_parameter_servers_on_two_executors(tmp_path: Path) -> None:
+    # local-cluster: two executor JVMs of two slots each, as on two hosts. A local run's
+    # files are checked against the contract in tests/test_real.py; here the same files
+    # with the same columns, and where every process ran
+    path = tmp_path / "two.yaml"
+    two_hosts = SCENARIO.replace("hosts: 1, devices_per_host: 2", "hosts: 2, devices_per_host: 1")
+    path.write_text(
+        two_hosts + "sweep:\n  strategy:\n"
+        "    - {kind: allreduce, algorithm: ring, overlap: false}\n"
+        "    - {kind: parameter_server, servers: 1}\n"
+    )
+    shared = tmp_path / "shared"
+    shared.mkdir()
     out = tmp_path / "out"
+    master = "local-cluster[2,2,1024]"
     proc = run_real(
-        str(scenario),
-        "--out",
-        str(out),
-        "--master",
-        "local[4]",
-        "--quiet",
-        "--set",
-        "strategy={kind: parameter_server, servers: 1}",
+        str(path), "--out", str(out), "--master", master, "--set", f"real.shared_dir={shared}"
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert workers_alive() == []
-    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
-    assert row["strategy"] == "parameter_server" and row["servers"] == 1
-    assert row["throughput_samples_per_s"] > 0
+    files = {vocab.RESULTS_FILE, vocab.STEPS_FILE, vocab.META_FILE}
+    assert {p.name for p in out.iterdir()} == files
+    results = pd.read_csv(out / vocab.RESULTS_FILE)
+    assert list(results.columns[: len(vocab.RESULT_COLUMNS)]) == list(vocab.RESULT_COLUMNS)
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    assert list(steps.columns) == [*vocab.STEP_COLUMNS, "loss"]
+    ring, ps = results.to_dict(orient="records")
+    assert (ring["strategy"], ps["strategy"], ps["servers"]) == ("allreduce", "parameter_server", 1)
+    assert ring["workers"] == ps["workers"] == 2
+    assert ring["throughput_samples_per_s"] > 0 and ps["throughput_samples_per_s"] > 0
+    ring_steps = steps[steps.point == ring["point"]]
+    assert sorted(ring_steps["worker"].unique()) == [0, 1] and ring_steps["step"].max() == 11
+    meta = json.loads((out / vocab.META_FILE).read_text())
+    placed = meta["placement"]
+    assert sorted(p["process"] for p in placed[ring["point"]]) == [0, 1]
+    assert len(placed[ps["point"]]) == 4  # the coordinator, two workers, the server
+    used = {p["executor"] for point in placed.values() for p in point}
+    assert used == {"0", "1"}
+    assert meta["points"][0]["resolved"]["real"]["engine"] == "spark"
 
 
 def test_too_few_slots_is_one_line(scenario: Path, tmp_path: Path) -> None:
