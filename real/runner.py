@@ -12,9 +12,9 @@ yet by run-real`): never run something else under its name.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
