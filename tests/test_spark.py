@@ -152,6 +152,10 @@ def test_killed_worker_recovers_from_checkpoint_on_spark(scenario: Path, tmp_pat
             "every executor sees): not implemented yet by run-real",
         ),
         (
+            ["--engine", "spark", "--set", "real.shared_dir=/no/such/dir"],
+            "real.shared_dir: /no/such/dir is not a directory here",
+        ),
+        (
             ["--engine", "spark", "--set", "failures=[{role: worker, at_time: 3 s}]"],
             "failures at a time on real.engine: spark (give at_step): not implemented yet "
             "by run-real",
@@ -163,7 +167,7 @@ def test_refusals_before_anything_starts(
 ) -> None:
     proc = run_real(str(scenario), "--out", str(tmp_path / "out"), *sets)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == f"run-real: error: {message}"
+    assert proc.stderr.strip() == f"run-real: error: {message}"  # one line, no traceback
     assert not (tmp_path / "out").exists()
 
 
