@@ -39,7 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
         [
             "run-real scenarios/library/mlp-localhost.yaml",
             "run-real scenarios/library/mlp-localhost.yaml --calibrate",
-            "run-real scenarios/library/mlp-localhost.yaml --engine spark --master 'local[2]'",
         ],
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
