@@ -72,19 +72,21 @@ class Stragglers:
         array: the same draws."""
         if not self.jitter.cv:
             return np.repeat(self.slow[:workers, None], steps, axis=1)
-        for w in range(workers):
-            self._draw("jitter", w, self._jitter, steps - 1)
-        drawn = np.array([self._jitter[w][:steps] for w in range(workers)]).reshape(workers, steps)
-        return drawn * self.slow[:workers, None]
+        return self._drawn("jitter", self._jitter, workers, steps) * self.slow[:workers, None]
 
     def delays(self, workers: int, steps: int) -> np.ndarray:
         """`delay` of every (worker, step) below the given counts, as a (workers, steps)
         array: the same draws."""
         if self.probability <= 0:
             return np.zeros((workers, steps))
+        return self._drawn("transient", self._delay, workers, steps)
+
+    def _drawn(
+        self, name: str, cache: dict[int, list[float]], workers: int, steps: int
+    ) -> np.ndarray:
         for w in range(workers):
-            self._draw("transient", w, self._delay, steps - 1)
-        return np.array([self._delay[w][:steps] for w in range(workers)]).reshape(workers, steps)
+            self._draw(name, w, cache, steps - 1)
+        return np.array([cache[w][:steps] for w in range(workers)]).reshape(workers, steps)
 
     def delay(self, worker: int, step: int) -> float:
         """Seconds a transient hiccup adds to one worker's step (usually 0)."""
