@@ -12,11 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 TAG = "TRAINSCALE_TEST_TAG"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def new_tag() -> str:
@@ -59,3 +62,20 @@ def own_processes(monkeypatch: object) -> Iterator[str]:
         yield tag
     finally:
         kill_tagged(tag)
+
+
+def workers_alive() -> list[int]:
+    """PIDs of the real.worker processes the running test started."""
+    return tagged(os.environ[TAG], command="real.worker")
+
+
+def run_real(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    """`run-real ARGS` from the checkout, as a test starts it (tagged by its environment)."""
+    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-m", "real.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        **kw,
+    )

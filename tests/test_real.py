@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from processes import TAG, kill_tagged, new_tag, tagged  # noqa: E402
+from processes import TAG, kill_tagged, new_tag, run_real, tagged, workers_alive  # noqa: E402
 
 from real.launcher import Launcher, RunError  # noqa: E402
 from scenarios import vocab  # noqa: E402
@@ -41,27 +41,11 @@ real: {timeout: 3 min}
 """
 
 
-def workers_alive() -> list[int]:
-    """PIDs of the real.worker processes this test started (tests/processes.py)."""
-    return tagged(os.environ[TAG], command="real.worker")
-
-
 @pytest.fixture
 def scenario(tmp_path: Path) -> Path:
     path = tmp_path / "real.yaml"
     path.write_text(SCENARIO)
     return path
-
-
-def run_real(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "real.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-        **kw,
-    )  # type: ignore[call-overload]
 
 
 def test_two_worker_ring_allreduce(scenario: Path, tmp_path: Path) -> None:

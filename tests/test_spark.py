@@ -22,7 +22,7 @@ pytest.importorskip("pyspark")
 if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
     pytest.skip("no Java runtime for Spark", allow_module_level=True)
 
-from processes import TAG, tagged  # noqa: E402
+from processes import run_real, workers_alive  # noqa: E402
 
 from scenarios import vocab  # noqa: E402
 
@@ -46,20 +46,6 @@ def scenario(tmp_path: Path) -> Path:
     path = tmp_path / "spark.yaml"
     path.write_text(SCENARIO)
     return path
-
-
-def run_real(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "real.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-    )
-
-
-def workers_alive() -> list[int]:
-    return tagged(os.environ[TAG], command="real.worker")
 
 
 def test_ring_and_parameter_servers_on_two_executors(tmp_path: Path) -> None:
