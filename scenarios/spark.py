@@ -39,8 +39,7 @@ def session(master: str, conf: Mapping[str, str]) -> Any:
     key = (master, tuple(sorted(conf.items())))
     if _session is not None and _session_key == key:
         return _session
-    if _session is not None:
-        _session.stop()
+    stop_session()  # another master or configuration: one session at a time
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -78,7 +77,6 @@ def session(master: str, conf: Mapping[str, str]) -> Any:
         _session = builder.getOrCreate()
     _session.sparkContext.setLogLevel("ERROR")
     _session_key = key
-    atexit.register(stop_session)
     return _session
 
 
@@ -88,3 +86,6 @@ def stop_session() -> None:
         with contextlib.suppress(Exception):
             _session.stop()
     _session, _session_key = None, None
+
+
+atexit.register(stop_session)  # once: stops whichever session is live at exit
