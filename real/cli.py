@@ -25,10 +25,12 @@ from scenarios.loader import Scenario
 from scenarios.results import provenance, results_frame, write_atomic, write_run
 
 from .interrupt import how_stopped, stopped_by_signals
-from .launcher import RunError
+from .launcher import GaveUp, RunError
 
 if TYPE_CHECKING:
     from scenarios.loader import Point
+
+    from .runner import RealPoint
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,6 +126,14 @@ def _main(args: argparse.Namespace) -> int:
     except UserError as exc:
         print(f"run-real: error: {exc}", file=sys.stderr)
         return 2
+    except GaveUp as exc:  # the points finished before it are written, and said to be
+        line = f"run-real: failed: {exc}"
+        if exc.done:
+            incomplete = {"point": exc.point, "reason": str(exc)}
+            _write(out_dir, scenario, exc.done, started, recalibrate, incomplete)
+            line += f"; wrote {out_dir}/ ({len(exc.done)} of {len(scenario.points)} points)"
+        print(line, file=sys.stderr)
+        return 1
     except RunError as exc:
         print(f"run-real: failed: {exc}", file=sys.stderr)
         return 1
@@ -131,11 +141,31 @@ def _main(args: argparse.Namespace) -> int:
         why, code = how_stopped(exc)
         print(f"run-real: {why}; every worker stopped, nothing written", file=sys.stderr)
         return code
+    _write(out_dir, scenario, points, started, recalibrate)
+    if not args.quiet:
+        print(f"wrote {out_dir}/ ({len(points)} points)")
+    if recalibrate is not None:
+        recalibrate.write()
+    return 0
+
+
+def _write(
+    out_dir: Path,
+    scenario: Scenario,
+    points: list[RealPoint],
+    started: float,
+    recalibrate: _Recalibration | None,
+    incomplete: dict[str, str] | None = None,
+) -> None:
+    """The result files of the points run; `incomplete`: the point the run stopped at,
+    and why (meta.json says so)."""
     results = results_frame([p.row for p in points])
     steps = pd.concat([p.steps for p in points], ignore_index=True)
     meta = provenance(
         scenario, "real", {"wall_time_s": time.perf_counter() - started, "cwd": os.getcwd()}
     )
+    if incomplete is not None:
+        meta["incomplete"] = incomplete
     if recalibrate is not None:  # how far the machine moved since the calibration
         moved = recalibrate.drift()
         if moved is not None:
@@ -148,11 +178,6 @@ def _main(args: argparse.Namespace) -> int:
         meta["placement"] = placement
     traces = {p.point_id: p.trace for p in points if p.trace is not None}
     write_run(out_dir, results, steps, meta, traces)
-    if not args.quiet:
-        print(f"wrote {out_dir}/ ({len(results)} points)")
-    if recalibrate is not None:
-        recalibrate.write()
-    return 0
 
 
 class _Recalibration:

@@ -46,6 +46,15 @@ class InjectedFailure(RunError):
     """The run failed because the launcher killed a process, as the scenario asked."""
 
 
+class GaveUp(RunError):
+    """Spark stopped retrying a job's stage: the point's failures stopped it more often
+    than `spark.stage.maxConsecutiveAttempts` allows. The runner sets `done` (the points
+    finished before it) and `point` (its id), which run-real writes."""
+
+    done: list[Any]
+    point: str = ""
+
+
 class CrashedAtStart(RunError):
     """A process died of a fatal signal of its own (a segmentation fault, an abort) before
     the job took any step: the run measured nothing, and is launched again once."""
@@ -131,6 +140,17 @@ class Kill:
     restart_after: float | None = None
     killed_at: float | None = None  # set by the launcher
     restarted_at: float | None = None
+
+
+@dataclass
+class Generation:
+    """One launch of a job as the runner accounts it: a local launch, or one attempt of
+    its Spark stage. `struck`: the failures that struck in it, in order; `stopped_at`:
+    when the one that stopped it struck (None: the job finished in this launch)."""
+
+    result: LaunchResult
+    struck: list[Kill]
+    stopped_at: float | None
 
 
 def last_error(log: Path) -> str:

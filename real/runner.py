@@ -11,8 +11,9 @@ yet by run-real`): never run something else under its name.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from scenarios.errors import NotModelledError, ScenarioError
 from scenarios.loader import Point, Scenario
 from scenarios.spec import RandomFailure, ScenarioSpec
 
-from .launcher import InjectedFailure, Kill, Launcher, LaunchResult
+from .launcher import GaveUp, Generation, InjectedFailure, Kill, Launcher, LaunchResult
 from .summary import progress_index, summarize, trace_of
 
 #: seconds a collective may hang before TensorFlow aborts it (a hang is reported, never waited)
@@ -65,11 +66,6 @@ def check_supported(spec: ScenarioSpec) -> None:
     if st.kind == "independent" and spec.failures:
         problems.append("failures with independent trials")
     spark = spec.real.engine == "spark"
-    for failure in spec.failures if spark else ():
-        if isinstance(failure, RandomFailure) or failure.at_time is not None:
-            problems.append("failures at a time on real.engine: spark (give at_step)")
-        elif st.kind == "parameter_server" and failure.role != "chief":
-            problems.append(f"a failure of a parameter-server {failure.role} on real.engine: spark")
     if spark and not spec.real.spark.master.startswith("local") and not spec.real.shared_dir:
         problems.append(
             f"real.spark.master: {spec.real.spark.master} without real.shared_dir (a "
@@ -240,8 +236,15 @@ def launch_job(spec: ScenarioSpec, jobs: list[dict[str, Any]]) -> LaunchResult:
     if spec.real.engine == "spark":
         from .spark import SparkLauncher
 
-        master, conf = spec.real.spark.master, spec.real.spark.conf
-        return SparkLauncher(jobs, spec.real.timeout, spec.real.device, master, conf).run()
+        settings = spec.real.spark
+        return SparkLauncher(
+            jobs,
+            spec.real.timeout,
+            spec.real.device,
+            settings.master,
+            settings.conf,
+            spec.real.shared_dir,
+        ).run()
     return Launcher(jobs, spec.real.timeout, spec.real.device).run()
 
 
@@ -253,7 +256,9 @@ def run_point(point: Point) -> RealPoint:
     launch = launch_with_failures(spec)
     stats, frame = summarize(spec, launch)
     key = repr(jobs_for(spec, 1))
-    if key not in _BASELINES:
+    if not spec.real.baseline:
+        base = math.nan  # no 1-worker run: no scaling efficiency
+    elif key not in _BASELINES:
         if spec.workers == 1:
             _BASELINES[key] = stats["throughput_samples_per_s"]
         else:
@@ -265,7 +270,8 @@ def run_point(point: Point) -> RealPoint:
                 }
             )
             _BASELINES[key] = summarize(single, one)[0]["throughput_samples_per_s"]
-    base = _BASELINES[key]
+    if spec.real.baseline:
+        base = _BASELINES[key]
     row: dict[str, Any] = {
         "point": point.id,
         "backend": "real",
@@ -349,24 +355,70 @@ def _process_of(spec: ScenarioSpec, failure: Failure) -> tuple[int, int, bool]:
     return index, index, False
 
 
-def _launcher(
-    spec: ScenarioSpec, jobs: list[dict[str, Any]], kills: list[Kill], origin: float | None
-) -> Any:
-    """The launcher of the scenario's engine for one launch of a job."""
-    if spec.real.engine == "spark":
-        from .spark import SparkLauncher
-
-        launcher = SparkLauncher(
-            jobs,
-            spec.real.timeout,
-            spec.real.device,
-            spec.real.spark.master,
-            spec.real.spark.conf,
-            kills,
+def _kills(spec: ScenarioSpec, pending: list[Failure]) -> list[Kill]:
+    """The launcher's kills of the failures still to come, in order."""
+    kills = []
+    for failure in pending:
+        process, watch, rejoins = _process_of(spec, failure)
+        kills.append(
+            Kill(
+                process=process,
+                watch=watch,
+                at_step=failure.at_step,
+                at_time=failure.at_time,
+                restart_after=failure.downtime if rejoins else None,
+            )
         )
-        launcher.origin = origin
-        return launcher
-    return Launcher(jobs, spec.real.timeout, spec.real.device, kills, origin=origin)
+    return kills
+
+
+def _local_generations(
+    spec: ScenarioSpec, jobs: list[dict[str, Any]], pending: list[Failure]
+) -> Generator[Generation, None, None]:
+    """Launch the job here, again after each failure that stops it (once its downtime
+    has passed), until a launch finishes."""
+    origin: float | None = None  # host clock of the run's first step (at_time counts from it)
+    while True:
+        kills = _kills(spec, pending)
+        launcher = Launcher(jobs, spec.real.timeout, spec.real.device, kills, origin=origin)
+        try:
+            result = launcher.run()
+            stopped_at = None
+        except InjectedFailure as exc:
+            assert exc.result is not None
+            result = exc.result
+            stopped_at = launcher.killed_at or time.time()
+        origin = launcher.origin if origin is None else origin
+        struck = [k for k in kills if k.killed_at is not None]
+        yield Generation(result, struck, stopped_at)
+        if stopped_at is None:
+            return
+        downtime = pending[len(struck) - 1].downtime
+        pending = pending[len(struck) :]
+        time.sleep(downtime)
+
+
+def _spark_generations(
+    spec: ScenarioSpec, jobs: list[dict[str, Any]], pending: list[Failure]
+) -> Generator[Generation, None, None]:
+    """Run the job as one Spark stage, which Spark's stage retry starts again after each
+    failure that stops it (`real/spark.py`)."""
+    from .spark import SparkLauncher
+    from .spark_task import planned
+
+    settings = spec.real.spark
+    launcher = SparkLauncher(
+        jobs,
+        spec.real.timeout,
+        spec.real.device,
+        settings.master,
+        settings.conf,
+        spec.real.shared_dir,
+    )
+    kills = _kills(spec, pending)
+    yield from launcher.generations(
+        [planned(k, f.downtime) for k, f in zip(kills, pending, strict=True)]
+    )
 
 
 def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
@@ -378,61 +430,40 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
     within a fraction of a second; under parameter servers the coordinator's next call
     does, docs/tf-notes.md): every process is ended, the `downtime` waited, and the cluster
     started again, restoring the last `tf.train.CheckpointManager` checkpoint (every
-    `checkpoint.every_steps`) and redoing the steps since. `at_time` counts from the
-    first step of the run; a failure whose time passes while the job restarts strikes as
-    the restarted job takes its first step. Failures, lost steps, recovery (downtime +
-    measured restart to the next step, or to the worker serving again) and checkpoint
-    time are measured.
+    `checkpoint.every_steps`) and redoing the steps since; on Spark the stage's retry
+    starts it again. `at_time` counts from the first step of the run; a failure whose
+    time passes while the job restarts strikes as the restarted job takes its first step.
+    Failures, lost steps, recovery (downtime + measured restart to the next step, or to
+    the worker serving again) and checkpoint time are measured.
     """
     import shutil
     import tempfile
 
     pending = failure_schedule(spec)
+    spark = spec.real.engine == "spark"
     # checkpoints: where every process sees them (on Spark, real.shared_dir where given)
-    shared = spec.real.shared_dir if spec.real.engine == "spark" else None
+    shared = spec.real.shared_dir if spark else None
     directory = tempfile.mkdtemp(prefix="trainscale-ckpt-", dir=shared)
     jobs = [
         dict(job, checkpoint_dir=directory, checkpoint_every=spec.checkpoint.every_steps)
         for job in jobs_for(spec)
     ]
     total = LaunchResult()
-    generation = 0
     failed_at: float | None = None
-    origin: float | None = None  # host clock of the run's first step (at_time counts from it)
+    launches = (_spark_generations if spark else _local_generations)(spec, jobs, pending)
     try:
-        while True:
-            kills = []
-            for failure in pending:
-                process, watch, rejoins = _process_of(spec, failure)
-                kills.append(
-                    Kill(
-                        process=process,
-                        watch=watch,
-                        at_step=failure.at_step,
-                        at_time=failure.at_time,
-                        restart_after=failure.downtime if rejoins else None,
-                    )
-                )
-            launcher = _launcher(spec, jobs, kills, origin)
-            try:
-                result = launcher.run()
-                finished = True
-            except InjectedFailure as exc:
-                assert exc.result is not None
-                result = exc.result
-                finished = False
+        for number, generation in enumerate(launches):
+            result = generation.result
             for record in result.records:
-                record["generation"] = generation
+                record["generation"] = number
             total.records.extend(result.records)
-            total.placement += [dict(p, generation=generation) for p in result.placement]
-            if generation == 0:
+            total.placement += [dict(p, generation=number) for p in result.placement]
+            if number == 0:
                 total.launched = result.launched
-                origin = launcher.origin
             if failed_at is not None:
                 starts = [r["start"] for r in result.records if r.get("event") == "step"]
                 total.recovery_time_s += (min(starts) if starts else time.time()) - failed_at
-            struck = [k for k in kills if k.killed_at is not None]
-            for kill in struck:
+            for kill in generation.struck:
                 total.failures += 1
                 if kill.restart_after is not None:  # a worker that rejoined: the job went on
                     back = [
@@ -441,25 +472,23 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
                         if r.get("event") == "serving" and r["time"] > (kill.killed_at or 0)
                     ]
                     # not back before the job ended or stopped: down until then
-                    end = kill.restarted_at or launcher.killed_at or result.finished
+                    end = kill.restarted_at or generation.stopped_at or result.finished
                     back_at = min(back) if back else end or time.time()
                     total.recovery_time_s += back_at - (kill.killed_at or 0)
-            downtime = pending[len(struck) - 1].downtime if struck else 0.0
-            pending = pending[len(struck) :]
-            if finished:
+            if generation.stopped_at is None:
                 total.finished = result.finished
                 return total
-            fatal = struck[-1]
+            fatal = [k for k in generation.struck if k.restart_after is None][-1]
             done = max(
                 (progress_index(r) + 1 for r in result.records if _counts(r, fatal.watch)),
                 default=0,
             )
             saved = max((r["step"] for r in total.of("checkpoint") if r["worker"] == 0), default=0)
             total.lost_steps += max(0, done - saved)
-            failed_at = launcher.killed_at or time.time()
-            time.sleep(downtime)
-            generation += 1
+            failed_at = generation.stopped_at
+        raise AssertionError("the launches ended without one that finished")
     finally:
+        launches.close()
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -484,7 +513,7 @@ def run(
     if any(p.spec.real.device == "gpu" for p in scenario.points):
         require_gpu()
     runs: dict[str, list[RealPoint]] = {p.id: [] for p in scenario.points}
-    done = []
+    done: list[RealPoint] = []
     rounds = max(p.spec.real.repeats for p in scenario.points)
     for repetition in range(rounds):  # interleaved: a slow spell falls on every point alike
         for point in round_order(scenario.points, repetition):
@@ -492,7 +521,12 @@ def run(
                 continue
             if before is not None:
                 before(point, repetition)
-            runs[point.id].append(run_point(point))
+            try:
+                runs[point.id].append(run_point(point))
+            except GaveUp as exc:  # what finished before it is written
+                order = {p.id: i for i, p in enumerate(scenario.points)}
+                exc.done, exc.point = sorted(done, key=lambda r: order[r.point_id]), point.id
+                raise
             if repetition + 1 < point.spec.real.repeats:
                 continue
             done.append(merge_repeats(runs[point.id]))

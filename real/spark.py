@@ -1,50 +1,40 @@
 """Run one multi-process job as a Spark barrier stage (`real.engine: spark`).
 
 The TensorFlowOnSpark way: one barrier task per TensorFlow process (chief, workers,
-parameter servers). Each task picks a free port on its own host, the tasks exchange
-`host:port` with `BarrierTaskContext.allGather`, and each starts the same
-`python -m real.worker JOB.json` as the local launcher does (`real/launcher.py`), with the
-`TF_CONFIG` built from what they gathered. A task returns its process's records to the
-driver; servers run until every reporting process is done (a second barrier), then are
-stopped. Every TensorFlow process dies with the Spark task that started it (the kernel's
-parent-death signal), so cancelling the stage (timeout, Ctrl-C) leaves none behind.
+parameter servers), each running the same `python -m real.worker JOB.json` as the local
+launcher (`real/launcher.py`); what a task does, and the directory the tasks and the driver
+share, is in `real/spark_task.py`. The barrier stage feeds a shuffle, so that a failure
+that stops the job is recovered by Spark's own stage retry: every task starts again, waits
+out the downtime, and its process restores the last checkpoint. Cancelling the stage
+(timeout, Ctrl-C) leaves no process behind: each dies with its task.
 
-`SparkLauncher(jobs, timeout_s, device, master=..., conf=...).run()` returns a
-`LaunchResult` as `Launcher.run` does; placement (executor and host of each process) is
-in `LaunchResult.placement`. `run_trials` runs independent trials as ordinary tasks, one
-single-worker process each, as many at once as the executors have slots.
+`SparkLauncher(jobs, timeout_s, device, master=..., conf=..., shared_dir=...)`: `.run()`
+returns a `LaunchResult` as `Launcher.run` does, `.generations(failures)` every launch of
+the job that the failures made (`Generation`, as the runner accounts them). Placement
+(executor and host of each process, and the stage attempt) is in `LaunchResult.placement`.
+`run_trials` runs independent trials as ordinary tasks, one single-worker process each, as
+many at once as the executors have slots.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
+import shutil
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from scenarios.spark import DEFAULT_MASTER, is_local, session
 
-from . import protocol
-from .launcher import (
-    InjectedFailure,
-    Kill,
-    LaunchResult,
-    RunError,
-    free_ports,
-    last_error,
-    process_env,
-)
+from .launcher import GaveUp, Generation, Kill, LaunchResult, RunError
+from .spark_task import JobTask, Planned, RunDir, run_process, where
+
+#: what Spark says when it stops retrying a stage
+GAVE_UP = "has failed the maximum allowable number of times"
+#: Spark's own default of spark.stage.maxConsecutiveAttempts
+STAGE_ATTEMPTS = "4"
 
 
 class SparkLauncher:
@@ -57,65 +47,114 @@ class SparkLauncher:
         device: str = "cpu",
         master: str = DEFAULT_MASTER,
         conf: Mapping[str, str] | None = None,
-        kills: list[Kill] | None = None,
+        shared_dir: str | None = None,
     ):
-        """`kills`: failures to inject, as `Launcher` takes them; on Spark only at a step,
-        of a process that reports its own steps, and stopping the job (no rejoin)."""
+        """`shared_dir`: where the tasks and the driver share the run's files (a
+        temporary directory of its own is made there; None: this machine's)."""
         self.jobs = jobs
         self.timeout_s = timeout_s
         self.device = device
         self.master = master
         self.conf = dict(conf or {})
-        self.kills = list(kills or [])
-        for kill in self.kills:
-            if kill.at_step is None or kill.watch != kill.process or kill.restart_after:
-                raise ValueError("on Spark a failure strikes at a step of the process it kills")
-        self.origin: float | None = None  # host clock of the first step
-        self.killed_at: float | None = None  # when the failure that stopped the job struck
+        self.shared_dir = shared_dir
 
     def run(self) -> LaunchResult:
+        """Run the job once, without failures."""
+        (generation,) = self.generations([])
+        return generation.result
+
+    def generations(self, failures: list[Planned]) -> list[Generation]:
+        """Run the job, injecting `failures` (in the order they strike); every launch of
+        it, the last one complete. A launch is one attempt of the stage; an attempt after
+        a crash at start-up, or a failure of Spark's own, is not a launch of its own."""
         spark = session(self.master, self.conf)
         sc = spark.sparkContext
         slots = sc.defaultParallelism
-        if len(self.jobs) > slots:  # a barrier stage starts all its tasks at once or none
+        n = len(self.jobs)
+        if n > slots:  # a barrier stage starts all its tasks at once or none
             raise RunError(
                 f"real.spark.master: {self.master} has {slots} task slots; this job needs "
-                f"{len(self.jobs)} processes at once (one barrier task each)"
+                f"{n} processes at once (one barrier task each)"
             )
-        result = LaunchResult(launched=time.time())
-        # the next failure strikes in this launch (the runner starts a new one after it)
-        kill = self.kills[0] if self.kills else None
-        at = {kill.process: kill.at_step} if kill and kill.at_step is not None else {}
-        task = _Task(self.jobs, self.device, is_local(self.master), at)
-        outcomes = _collect(
-            sc,
-            lambda: (
-                sc.parallelize(range(len(self.jobs)), len(self.jobs)).barrier().mapPartitions(task)
-            ),
-            self.timeout_s,
-            "run",
+        path = tempfile.mkdtemp(prefix="trainscale-spark-run-", dir=self.shared_dir)
+        run = RunDir(path)
+        try:
+            task = JobTask(self.jobs, self.device, is_local(self.master), path, failures)
+            # the shuffle makes the barrier stage a map stage: Spark retries those
+            stage = lambda: (  # noqa: E731
+                sc.parallelize(range(n), n).barrier().mapPartitions(task).partitionBy(1)
+            )
+            try:
+                _collect(sc, stage, self.timeout_s * (1 + len(failures)), "run")
+            except _StageFailed as exc:
+                limit = sc.getConf().get("spark.stage.maxConsecutiveAttempts", STAGE_ATTEMPTS)
+                raise _why(run, failures, exc.text, limit) from None
+            return self._generations(run, failures)
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def _generations(self, run: RunDir, failures: list[Planned]) -> list[Generation]:
+        attempts = run.attempts()
+        found = []
+        for attempt in attempts:
+            stopped = run.stopped(attempt, failures)
+            if stopped is None and attempt != attempts[-1]:
+                continue  # relaunched at once: a crash at start-up, or Spark's own failure
+            tasks = run.tasks(attempt)
+            records = run.records(attempt)
+            records.sort(key=lambda r: r.get("end", r.get("time", r.get("start", 0.0))))
+            result = LaunchResult(
+                records=records,
+                launched=min((t["launched"] for t in tasks.values()), default=time.time()),
+                finished=max((t.get("finished", 0.0) for t in tasks.values()), default=0.0),
+            )
+            result.placement = [
+                {"process": i, "executor": t["executor"], "host": t["host"], "attempt": attempt}
+                for i, t in sorted(tasks.items())
+            ]
+            struck = []
+            for number, failure in enumerate(failures):
+                hit = run.struck(number)
+                if hit is None or hit["attempt"] != attempt:
+                    continue
+                back = run.read(f"restarted-{number}.json")
+                struck.append(
+                    Kill(
+                        process=failure.process,
+                        watch=failure.watch,
+                        at_step=failure.at_step,
+                        at_time=failure.at_time,
+                        restart_after=failure.restart_after,
+                        killed_at=hit["time"],
+                        restarted_at=back["time"] if back else None,
+                    )
+                )
+            found.append(Generation(result, struck, stopped[1]["time"] if stopped else None))
+        return found
+
+
+class _StageFailed(RunError):
+    def __init__(self, message: str, text: str):
+        super().__init__(message)
+        self.text = text
+
+
+def _why(run: RunDir, failures: list[Planned], text: str, limit: str) -> RunError:
+    """Why the stage failed, in one line: the first process that failed on its own, or
+    Spark giving up on the failures, or what Spark said."""
+    for attempt in run.attempts():
+        if run.stopped(attempt, failures) is not None:
+            continue
+        failed = [t for _, t in sorted(run.tasks(attempt).items()) if t.get("error")]
+        if failed:
+            return RunError(f"process {failed[0]['index']} failed: {failed[0]['error']}")
+    if GAVE_UP in text:
+        stopped = sum(run.stopped(a, failures) is not None for a in run.attempts())
+        return GaveUp(
+            f"real.spark: Spark stopped retrying the job's stage after {stopped} of the "
+            f"point's failures stopped it (spark.stage.maxConsecutiveAttempts: {limit})"
         )
-        outcomes.sort(key=lambda o: o["index"])
-        records = [r for o in outcomes for r in o["records"]]
-        records.sort(key=lambda r: r.get("end", r.get("time", r.get("start", 0.0))))
-        result.records = records
-        result.placement = [
-            {"process": o["index"], "executor": o["executor"], "host": o["host"]} for o in outcomes
-        ]
-        starts = [r["start"] for r in records if r.get("event") == "step"]
-        if self.origin is None and starts:
-            self.origin = min(starts)
-        killed = [o for o in outcomes if o["killed_at"] is not None]
-        if kill is not None and killed:  # the job stopped as the scenario asked
-            kill.killed_at = self.killed_at = killed[0]["killed_at"]
-            raise InjectedFailure(
-                f"process {kill.process} was killed at step {kill.at_step}", result
-            )
-        for outcome in outcomes:
-            if outcome["error"]:
-                raise RunError(f"process {outcome['index']} failed: {outcome['error']}", result)
-        result.finished = time.time()
-        return result
+    return RunError(f"the Spark stage failed: {_first_line(text)}")
 
 
 def _collect(sc: Any, stage: Callable[[], Any], timeout_s: float, what: str) -> list[Any]:
@@ -140,7 +179,7 @@ def _collect(sc: Any, stage: Callable[[], Any], timeout_s: float, what: str) -> 
                 f"real.timeout: the {what} took longer than {timeout_s:g} s and was stopped "
                 "(its Spark stage was cancelled)"
             ) from None
-        raise RunError(f"the Spark stage failed: {_first_line(exc)}") from None
+        raise _StageFailed(f"the Spark stage failed: {_first_line(str(exc))}", str(exc)) from None
     except BaseException:  # Ctrl-C: cancel the stage, whose tasks stop their processes
         sc.cancelJobGroup(group)
         raise
@@ -148,121 +187,12 @@ def _collect(sc: Any, stage: Callable[[], Any], timeout_s: float, what: str) -> 
         timer.cancel()
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    for line in text:
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    for line in lines:
         if "Error" in line or "error" in line:
             return line.strip()[:300]
-    return text[0][:300] if text else type(exc).__name__
-
-
-class _Worker:
-    """One `python -m real.worker` process started by a task, in a directory of its own;
-    it dies with the task (`_die_with_parent`) and is always stopped on the way out."""
-
-    def __init__(self, job: dict[str, Any], env: dict[str, str]):
-        self.killed_at: float | None = None  # when it was killed on purpose
-        self.workdir = Path(tempfile.mkdtemp(prefix="trainscale-spark-"))
-        path = self.workdir / "job.json"
-        path.write_text(json.dumps(job))
-        self.log = self.workdir / "stderr"
-        with self.log.open("w") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "real.worker", str(path)],
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-
-    def __enter__(self) -> _Worker:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        _stop(self.process)
-        with contextlib.suppress(OSError):
-            for item in self.workdir.iterdir():
-                item.unlink()
-            self.workdir.rmdir()
-
-    def records(self, kill_at: int | None = None) -> tuple[list[dict[str, Any]], str]:
-        """Its records until it exits, and what went wrong ("" if nothing). `kill_at`: kill
-        it (SIGKILL to its group) once it reported step `kill_at - 1`, as `Launcher` does."""
-        records: list[dict[str, Any]] = []
-        error = ""
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            record = protocol.parse(line.rstrip("\n"))
-            if record is None:
-                continue
-            if record.get("event") == "error":
-                error = str(record.get("error"))
-            records.append(record)
-            if (
-                kill_at is not None
-                and self.killed_at is None
-                and record.get("event") in ("step", "round", "progress")
-                and (record.get("step") or 0) >= kill_at - 1
-            ):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.killed_at = time.time()
-        code = self.process.wait()
-        if self.killed_at is not None:
-            return records, ""  # killed on purpose
-        if not error and (code != 0 or not any(r.get("event") == "done" for r in records)):
-            error = f"exited with status {code}: {last_error(self.log)}"
-        return records, error
-
-
-def _where() -> dict[str, str]:
-    """This task's executor (Spark's id; "driver" in local mode) and host."""
-    log = os.environ.get("SPARK_LOG_URL_STDERR", "")  # ...&executorId=N&... on executors
-    executor = "driver"
-    if "executorId=" in log:
-        executor = log.split("executorId=", 1)[1].split("&", 1)[0]
-    return {"executor": executor, "host": socket.gethostname()}
-
-
-class _Task:
-    """What each barrier task runs (pickled to the executors: plain data only)."""
-
-    def __init__(
-        self, jobs: list[dict[str, Any]], device: str, local: bool, kill_at: dict[int, int]
-    ):
-        self.jobs = jobs
-        self.device = device
-        self.local = local
-        self.kill_at = kill_at  # process -> the step at which to kill it
-
-    def __call__(self, _: Iterator[int]) -> Iterator[dict[str, Any]]:
-        from pyspark import BarrierTaskContext
-
-        ctx = BarrierTaskContext.get()
-        index = ctx.partitionId()
-        host = "127.0.0.1" if self.local else socket.gethostbyname(socket.gethostname())
-        (port,) = free_ports(1, host)
-        gathered = ctx.allGather(json.dumps({"index": index, "host": host, "port": port}))
-        peers = sorted((json.loads(m) for m in gathered), key=lambda p: p["index"])
-        job = self.jobs[index]
-        addresses = [f"{peer['host']}:{peer['port']}" for peer in peers]
-        records: list[dict[str, Any]] = []
-        error = ""
-        with _Worker(job, process_env(self.jobs, index, addresses, self.device)) as worker:
-            if not job.get("serve"):
-                records, error = worker.records(self.kill_at.get(index))
-            # servers stay up until every reporting process is done
-            ctx.barrier()
-        yield {
-            "index": index,
-            "records": records,
-            "error": error,
-            "killed_at": worker.killed_at,
-            **_where(),
-        }
+    return lines[0][:300] if lines else "no message"
 
 
 class _Trial:
@@ -274,15 +204,14 @@ class _Trial:
 
     def __call__(self, job: dict[str, Any]) -> dict[str, Any]:
         started = time.time()
-        with _Worker(job, process_env([job], 0, [], self.device)) as worker:
-            records, error = worker.records()
+        records, error = run_process(job, self.device)
         return {
             "trial": job["trial"],
             "started": started,
             "finished": time.time(),
             "records": records,
             "error": error,
-            **_where(),
+            **where(),
         }
 
 
@@ -312,26 +241,3 @@ def run_trials(
 
 def _where_of(outcome: dict[str, Any]) -> dict[str, str]:
     return {"executor": outcome["executor"], "host": outcome["host"]}
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the task's Python worker dies."""
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def _stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    if process.stdout:
-        process.stdout.close()

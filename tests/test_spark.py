@@ -37,7 +37,7 @@ model: {name: tiny-mlp, keras: {builder: mlp, inputs: 64, hidden: [128], classes
 cluster: {hosts: 1, devices_per_host: 2, device: cpu, host_link: loopback}
 training: {batch_per_worker: 16, steps: 10, warmup_steps: 2, learning_rate: {base: 0.05}}
 strategy: {kind: allreduce, algorithm: ring, overlap: false}
-real: {timeout: 4 min}
+real: {timeout: 4 min, baseline: false}
 """
 
 
@@ -127,6 +127,79 @@ def test_killed_worker_recovers_from_checkpoint_on_spark(scenario: Path, tmp_pat
     assert sorted(kept.step.unique()) == list(range(12))
     assert kept.groupby(["worker", "step"]).size().max() == 1 and len(kept) == 2 * 12
     assert set(steps[steps.lost].step) == {6, 7} and set(steps.generation) == {0, 1}
+    # Spark's own stage retry started the job again: every process ran in attempts 0 and 1
+    (placed,) = json.loads((out / vocab.META_FILE).read_text())["placement"].values()
+    assert sorted((p["attempt"], p["process"]) for p in placed) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert [p["generation"] for p in placed] == [p["attempt"] for p in placed]
+
+
+def test_parameter_server_failures_on_spark(scenario: Path, tmp_path: Path) -> None:
+    """Async PS on local[4] (coordinator, 2 workers, 1 server), checkpoint every 5 updates:
+    worker 1 is killed at update 8 and started again by its task after 1 s (it rejoins;
+    the stage goes on), the server at update 22 (the stage fails, and Spark's retry starts
+    the job again from the checkpoint of update 20), as the local run does."""
+    out = tmp_path / "ps-fail"
+    proc = run_real(
+        str(scenario),
+        "--out",
+        str(out),
+        "--master",
+        "local[4]",
+        "--quiet",
+        "--set",
+        "strategy={kind: parameter_server, servers: 1, sync: false}",
+        "--set",
+        "training.steps=28",
+        "--set",
+        "checkpoint.every_steps=5",
+        "--set",
+        "failures=[{role: worker, index: 1, at_step: 8, downtime: 1 s}, "
+        "{role: ps, index: 0, at_step: 22, downtime: 1 s}]",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert workers_alive() == []
+    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+    assert row["failures"] == 2 and 0 < row["lost_steps"] <= 5
+    assert row["recovery_time_s"] >= 2.0  # two downtimes of 1 s, plus measured restarts
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    assert set(steps.generation) == {0, 1}
+    kept = steps[~steps.lost]
+    assert 28 + 2 - 5 <= len(kept) <= 28 + 2  # as in test_real's local run
+    (placed,) = json.loads((out / vocab.META_FILE).read_text())["placement"].values()
+    assert {p["attempt"] for p in placed} == {0, 1} and len(placed) == 2 * 4
+
+
+def test_spark_giving_up_is_one_line_and_writes_what_finished(
+    scenario: Path, tmp_path: Path
+) -> None:
+    # one attempt allowed: the second point's failure ends the run; the first is written
+    out = tmp_path / "out"
+    proc = run_real(
+        str(scenario),
+        "--out",
+        str(out),
+        "--master",
+        "local[2]",
+        "--quiet",
+        "--set",
+        "cluster.devices_per_host=1",
+        "--set",
+        "real.spark.conf={spark.stage.maxConsecutiveAttempts: '1'}",
+        "--set",
+        "sweep={failures: [[], [{role: worker, index: 0, at_step: 4, downtime: 1 s}]]}",
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert workers_alive() == []
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("run-real:")]
+    assert line == (
+        "run-real: failed: real.spark: Spark stopped retrying the job's stage after 1 of the "
+        "point's failures stopped it (spark.stage.maxConsecutiveAttempts: 1); "
+        f"wrote {out}/ (1 of 2 points)"
+    )
+    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+    assert row["failures"] == 0 and row["steps"] == 10
+    meta = json.loads((out / vocab.META_FILE).read_text())
+    assert meta["incomplete"]["point"] == meta["points"][1]["id"]
 
 
 @pytest.mark.parametrize(
@@ -142,9 +215,9 @@ def test_killed_worker_recovers_from_checkpoint_on_spark(scenario: Path, tmp_pat
             "real.shared_dir: /no/such/dir is not a directory here",
         ),
         (
-            ["--engine", "spark", "--set", "failures=[{role: worker, at_time: 3 s}]"],
-            "failures at a time on real.engine: spark (give at_step): not implemented yet "
-            "by run-real",
+            ["--master", "spark://127.0.0.1:9", "--set", "real.shared_dir=/tmp"],
+            "real.spark.master: spark://127.0.0.1:9: no Spark master answers at "
+            "127.0.0.1:9 (Connection refused)",
         ),
     ],
 )

@@ -1,0 +1,469 @@
+"""What a Spark barrier task runs for `real.engine: spark`, and the files it shares.
+
+`real/spark.py` starts one task per TensorFlow process of a job (`JobTask`). Each task
+picks a free port on its own host, the tasks exchange `host:port` with
+`BarrierTaskContext.allGather`, and each starts `python -m real.worker JOB.json`, the same
+worker code as the local launcher, with the `TF_CONFIG` built from what they gathered. The
+process dies with the task (the kernel's parent-death signal).
+
+Tasks and the driver share one directory (`RunDir`: under `real.shared_dir` on a cluster),
+which outlives every attempt of the stage:
+
+- `attempt-G-I`: task I's mark of attempt G (the first G whose mark it could create), so
+  every task of an attempt knows which attempt it is;
+- `task-G-I.json`: where and when task I of attempt G ran, and how it ended;
+- `records-G-I.jsonl`: its process's records, a line each as they come;
+- `done-G-I`: its process reported `done` (servers stop once every reporting one has);
+- `origin.json`: the host clock of the run's first step (`at_time` counts from it);
+- `request-F`, `struck-F.json`, `restarted-F.json`: failure F of the scenario is due (said
+  by the task that watches for it), has struck (the task of the process it kills), and
+  the process is back (a parameter-server worker, which rejoins).
+
+A failure that stops the job makes its task fail, so the stage fails and Spark's stage
+retry starts every task again (the barrier stage feeds a shuffle, the only barrier stage
+Spark retries); the new attempt's tasks wait out the failure's downtime and their
+processes restore the last checkpoint. Any other failed task fails its attempt too; the
+attempts after it fail at once, until Spark gives up (`spark.stage.maxConsecutiveAttempts`)
+and the driver reports the first failure's own line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import protocol
+from .launcher import CRASHES, START_ATTEMPTS, free_ports, last_error, process_env
+
+#: seconds between looks at the run directory while a process runs
+POLL_S = 0.05
+#: the events that count a job's progress (as the local launcher counts them)
+PROGRESS = ("step", "round", "progress")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One failure of the scenario, as the tasks inject it: SIGKILL process `process` once
+    process `watch` has reported step `at_step - 1`, or `at_time` seconds after the run's
+    first step. With `restart_after` the process starts again that many seconds later
+    (it rejoins); otherwise the job stops, and starts again after `downtime`."""
+
+    process: int
+    watch: int
+    at_step: int | None
+    at_time: float | None
+    restart_after: float | None
+    downtime: float
+
+
+class RunDir:
+    """The directory one run of a job shares between its tasks and the driver."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def attempt(self, index: int) -> int:
+        """Mark task `index`'s attempt: the first attempt it has not marked yet."""
+        attempt = 0
+        while True:
+            try:
+                os.close(os.open(self.path / f"attempt-{attempt}-{index}", os.O_CREAT | os.O_EXCL))
+                return attempt
+            except FileExistsError:
+                attempt += 1
+
+    def attempts(self) -> list[int]:
+        """Every attempt some task marked, in order."""
+        found = {int(p.name.split("-")[1]) for p in self.path.glob("attempt-*-*")}
+        return sorted(found)
+
+    def write(self, name: str, data: dict[str, Any]) -> None:
+        """`data` as `name`, whole or not at all (written aside, then renamed)."""
+        part = self.path / f".{name}.{os.getpid()}"
+        part.write_text(json.dumps(data))
+        part.replace(self.path / name)
+
+    def read(self, name: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads((self.path / name).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def has(self, name: str) -> bool:
+        return (self.path / name).exists()
+
+    def claim(self, name: str, data: dict[str, Any]) -> bool:
+        """Write `name` unless some task already did; whether this one did."""
+        try:
+            fd = os.open(self.path / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data))
+        return True
+
+    def records(self, attempt: int) -> list[dict[str, Any]]:
+        """Every record of an attempt's processes."""
+        found: list[dict[str, Any]] = []
+        for path in sorted(self.path.glob(f"records-{attempt}-*.jsonl")):
+            for line in path.read_text().splitlines():
+                with contextlib.suppress(ValueError):
+                    found.append(json.loads(line))
+        return found
+
+    def tasks(self, attempt: int) -> dict[int, dict[str, Any]]:
+        """What each task of an attempt wrote of itself, by process index."""
+        found = {}
+        for path in self.path.glob(f"task-{attempt}-*.json"):
+            data = self.read(path.name)
+            if data is not None:
+                found[int(data["index"])] = data
+        return found
+
+    def struck(self, failure: int) -> dict[str, Any] | None:
+        return self.read(f"struck-{failure}.json")
+
+    def stopped(self, attempt: int, failures: list[Planned]) -> tuple[int, dict[str, Any]] | None:
+        """The failure that stopped `attempt` (its number and when it struck), if one did."""
+        for number, failure in enumerate(failures):
+            struck = self.struck(number)
+            if failure.restart_after is None and struck and struck["attempt"] == attempt:
+                return number, struck
+        return None
+
+
+class Watch:
+    """Which failures are due, and which fall to this task's process.
+
+    A failure is watched for by the task of the process whose records count for it
+    (`Planned.watch`), struck by the task of the process it kills; they meet in the run
+    directory. Failures strike in order; one whose process is down waits until it is
+    back (a worker down does not hold back a failure of another process)."""
+
+    def __init__(self, run: RunDir, failures: list[Planned], me: int):
+        self.run = run
+        self.failures = failures
+        self.me = me
+
+    def upcoming(self) -> int | None:
+        """The first failure that has not struck."""
+        for number in range(len(self.failures)):
+            if self.run.struck(number) is None:
+                return number
+        return None
+
+    def down(self, process: int) -> bool:
+        """Process `process` was killed and is to start again, and has not yet."""
+        return any(
+            f.process == process
+            and f.restart_after is not None
+            and self.run.struck(number) is not None
+            and not self.run.has(f"restarted-{number}.json")
+            for number, f in enumerate(self.failures)
+        )
+
+    def look(self, record: dict[str, Any] | None, now: float, stepping: bool) -> None:
+        """Say the upcoming failure is due where this task watches for it and it is."""
+        number = self.upcoming() if self.failures else None
+        if number is None:
+            return
+        failure = self.failures[number]
+        if failure.watch != self.me or self.run.has(f"request-{number}"):
+            return
+        if self.down(failure.process):
+            return
+        if failure.at_step is not None:
+            due = (
+                record is not None
+                and record.get("event") in PROGRESS
+                and (record.get("step") or 0) >= failure.at_step - 1
+            )
+        else:
+            origin = self.run.read("origin.json")
+            due = (
+                failure.at_time is not None
+                and origin is not None
+                and stepping
+                and now >= origin["time"] + failure.at_time
+            )
+        if due:
+            self.run.claim(f"request-{number}", {"time": now})
+
+    def strike(self) -> int | None:
+        """A failure that is due and kills this task's process, not yet struck."""
+        for number, failure in enumerate(self.failures):
+            if (
+                failure.process == self.me
+                and self.run.has(f"request-{number}")
+                and self.run.struck(number) is None
+            ):
+                return number
+        return None
+
+
+class StoppedByFailure(RuntimeError):
+    """This task killed its process as the scenario asked, and so fails its attempt."""
+
+
+class _Process:
+    """One `python -m real.worker JOB.json` process, started (and started again) by a
+    task, in a directory of its own; its records come through `next`."""
+
+    END = "end"
+
+    def __init__(self, job: dict[str, Any], env: dict[str, str]):
+        self.workdir = Path(tempfile.mkdtemp(prefix="trainscale-spark-"))
+        self.path = self.workdir / "job.json"
+        self.path.write_text(json.dumps(job))
+        self.log = self.workdir / "stderr"
+        self.env = env
+        self.lines: queue.Queue[tuple[int, str | None]] = queue.Queue()
+        self.incarnation = 0
+        self.process = self._start()
+
+    def _start(self) -> subprocess.Popen[str]:
+        with self.log.open("a") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "real.worker", str(self.path)],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                env=self.env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        threading.Thread(
+            target=self._read, args=(self.incarnation, process.stdout), daemon=True
+        ).start()
+        return process
+
+    def _read(self, incarnation: int, stream: Any) -> None:
+        for line in stream:
+            self.lines.put((incarnation, line.rstrip("\n")))
+        self.lines.put((incarnation, None))
+
+    def next(self) -> dict[str, Any] | str | None:
+        """The running process's next record, END once it has closed its output, or None
+        if nothing came within `POLL_S`."""
+        try:
+            incarnation, line = self.lines.get(timeout=POLL_S)
+        except queue.Empty:
+            return None
+        if incarnation != self.incarnation:
+            return None  # what a killed process said last
+        if line is None:
+            return self.END
+        return protocol.parse(line)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def restart(self) -> None:
+        self.incarnation += 1
+        self.process = self._start()
+
+    def __enter__(self) -> _Process:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        _stop(self.process)
+        with contextlib.suppress(OSError):
+            for item in self.workdir.iterdir():
+                item.unlink()
+            self.workdir.rmdir()
+
+
+class JobTask:
+    """What each barrier task of a job runs (pickled to the executors: plain data only)."""
+
+    def __init__(
+        self,
+        jobs: list[dict[str, Any]],
+        device: str,
+        local: bool,
+        run_dir: str,
+        failures: list[Planned],
+    ):
+        self.jobs = jobs
+        self.device = device
+        self.local = local
+        self.run_dir = run_dir
+        self.failures = failures
+
+    def __call__(self, _: Iterator[int]) -> Iterator[tuple[int, int]]:
+        from pyspark import BarrierTaskContext
+
+        ctx = BarrierTaskContext.get()
+        index = ctx.partitionId()
+        run = RunDir(self.run_dir)
+        attempt = run.attempt(index)
+        if attempt > 0:
+            self._resume(run, attempt)
+        host = "127.0.0.1" if self.local else socket.gethostbyname(socket.gethostname())
+        (port,) = free_ports(1, host)
+        gathered = ctx.allGather(json.dumps({"index": index, "host": host, "port": port}))
+        peers = sorted((json.loads(m) for m in gathered), key=lambda p: p["index"])
+        addresses = [f"{peer['host']}:{peer['port']}" for peer in peers]
+        about: dict[str, Any] = {"index": index, "launched": time.time(), **where()}
+        run.write(f"task-{attempt}-{index}.json", about)
+        env = process_env(self.jobs, index, addresses, self.device)
+        records = (run.path / f"records-{attempt}-{index}.jsonl").open("a")
+        try:
+            with _Process(self.jobs[index], env) as process:
+                ended = self._drive(run, attempt, index, process, records)
+        finally:
+            records.close()
+        run.write(f"task-{attempt}-{index}.json", {**about, **ended, "finished": time.time()})
+        if ended.get("stopped") is not None:
+            raise StoppedByFailure(f"process {index} was killed (failure {ended['stopped']})")
+        if ended.get("error"):
+            raise RuntimeError(f"process {index} failed: {ended['error']}")
+        yield (0, index)
+
+    def _resume(self, run: RunDir, attempt: int) -> None:
+        """Before attempt `attempt`: wait out the downtime of the failure that stopped the
+        one before; start again at once after a crash at start-up (once, as the local
+        launcher does) or a failure of Spark's own; fail at once after a process failed."""
+        stopped = run.stopped(attempt - 1, self.failures)
+        if stopped is not None:
+            number, struck = stopped
+            wait = struck["time"] + self.failures[number].downtime - time.time()
+            if wait > 0:
+                time.sleep(wait)
+            return
+        before = run.tasks(attempt - 1).values()
+        failed = [t for t in before if t.get("error")]
+        crashes = sum(
+            1 for a in range(attempt) if any(t.get("crashed") for t in run.tasks(a).values())
+        )
+        if failed and not (all(t.get("crashed") for t in failed) and crashes < START_ATTEMPTS):
+            raise RuntimeError(f"an earlier attempt failed: {failed[0]['error']}")
+
+    def _drive(
+        self, run: RunDir, attempt: int, index: int, process: _Process, out: TextIO
+    ) -> dict[str, Any]:
+        """Follow the process to its end (a server's: until every reporting process is
+        done), injecting the scenario's failures; how it ended: {} (done), `stopped` (the
+        failure that stopped the job), or `error` (and whether it `crashed` at start-up)."""
+        reports = not self.jobs[index].get("serve")
+        reporting = [i for i, job in enumerate(self.jobs) if not job.get("serve")]
+        watch = Watch(run, self.failures, index)
+        stepping = origin_known = False
+        down: int | None = None  # the failure that killed this process, until it restarts
+        while True:
+            item = process.next()
+            now = time.time()
+            record = item if isinstance(item, dict) else None
+            if record is not None:
+                out.write(json.dumps(record) + "\n")
+                out.flush()
+                event = record.get("event")
+                if event in PROGRESS:
+                    stepping = True
+                    if not origin_known:
+                        start = record.get("start", record.get("time", now))
+                        run.claim("origin.json", {"time": start})
+                        origin_known = True
+                elif event == "error":
+                    return {"error": str(record.get("error"))}
+                elif event == "done":
+                    (run.path / f"done-{attempt}-{index}").touch()
+            if not reports and all(run.has(f"done-{attempt}-{i}") for i in reporting):
+                return {}
+            watch.look(record, now, stepping)
+            number = watch.strike() if down is None else None
+            if number is not None:
+                process.kill()
+                run.write(f"struck-{number}.json", {"time": time.time(), "attempt": attempt})
+                if self.failures[number].restart_after is None:
+                    return {"stopped": number}
+                down = number
+            if down is not None:
+                struck = run.struck(down) or {"time": now}
+                if now >= struck["time"] + (self.failures[down].restart_after or 0.0):
+                    process.restart()
+                    run.write(f"restarted-{down}.json", {"time": now})
+                    down = None
+                continue
+            if item == _Process.END:
+                code = process.process.wait()
+                if reports and code == 0 and run.has(f"done-{attempt}-{index}"):
+                    return {}
+                return {
+                    "error": f"exited with status {code}: {last_error(process.log)}",
+                    "crashed": code < 0 and -code in CRASHES and not stepping,
+                }
+
+
+def where() -> dict[str, str]:
+    """This task's executor (Spark's id; "driver" in local mode) and host."""
+    log = os.environ.get("SPARK_LOG_URL_STDERR", "")  # ...&executorId=N&... on executors
+    executor = "driver"
+    if "executorId=" in log:
+        executor = log.split("executorId=", 1)[1].split("&", 1)[0]
+    return {"executor": executor, "host": socket.gethostname()}
+
+
+def run_process(job: dict[str, Any], device: str) -> tuple[list[dict[str, Any]], str]:
+    """One single-process job to its end: its records, and what went wrong ("" if
+    nothing)."""
+    records: list[dict[str, Any]] = []
+    error = ""
+    with _Process(job, process_env([job], 0, [], device)) as process:
+        while (item := process.next()) != _Process.END:
+            if isinstance(item, dict):
+                records.append(item)
+                if item.get("event") == "error":
+                    error = str(item.get("error"))
+        code = process.process.wait()
+        if not error and (code != 0 or not any(r.get("event") == "done" for r in records)):
+            error = f"exited with status {code}: {last_error(process.log)}"
+    return records, error
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the task's Python worker dies."""
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    if process.stdout:
+        process.stdout.close()
+
+
+def planned(kill: Any, downtime: float) -> Planned:
+    """A launcher's `Kill` as the tasks inject it."""
+    return Planned(
+        kill.process, kill.watch, kill.at_step, kill.at_time, kill.restart_after, downtime
+    )
