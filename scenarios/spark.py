@@ -12,6 +12,7 @@ import atexit
 import contextlib
 import os
 import shutil
+import socket
 import sys
 import warnings
 from collections.abc import Mapping
@@ -23,6 +24,9 @@ from .errors import UserError
 ROOT = Path(__file__).resolve().parent.parent
 #: the master a scenario with `real.engine: spark` and no master runs on
 DEFAULT_MASTER = "local[*]"
+
+#: seconds to wait for a standalone master to answer
+CONNECT_S = 5.0
 
 _session: Any = None
 _session_key: tuple[str, tuple[tuple[str, str], ...]] | None = None
@@ -51,6 +55,8 @@ def session(master: str, conf: Mapping[str, str]) -> Any:
             "real.engine: spark needs a Java runtime (Java 17): none on PATH or in JAVA_HOME"
         )
 
+    if master.startswith("spark://"):
+        _reachable(master)
     # the tasks import this package: give its root to the Python workers Spark starts
     path = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = path
@@ -78,6 +84,23 @@ def session(master: str, conf: Mapping[str, str]) -> Any:
     _session.sparkContext.setLogLevel("ERROR")
     _session_key = key
     return _session
+
+
+def _reachable(master: str) -> None:
+    """A standalone master (spark://host:port[,host:port...]) that answers at one of its
+    addresses; else one line (Spark itself retries for a minute before it gives up)."""
+    addresses = master[len("spark://") :].split(",")
+    why = ""
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=CONNECT_S):
+                return
+        except ValueError:
+            why = f"{address} is not host:port"
+        except OSError as exc:
+            why = f"no Spark master answers at {address} ({exc.strerror or exc})"
+    raise UserError(f"real.spark.master: {master}: {why}")
 
 
 def stop_session() -> None:
