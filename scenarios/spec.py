@@ -523,6 +523,8 @@ class RealSpec(Strict):
     # backward in turn: real.runner.round_order); results are their
     # means with 95% half-widths, as sim.replications are for the simulator
     repeats: int = Field(default=1, ge=1)
+    # run each job shape once on one worker too, for scaling_efficiency (empty without)
+    baseline: bool = True
 
 
 # ------------------------------------------------------------------ published figures
