@@ -1,4 +1,5 @@
-"""`make bench`: how fast `simulate` is at the scales users simulate (not part of CI).
+"""`make bench`: how fast `simulate` is at the scales users simulate, and what running on
+Spark costs `run-real` (not part of CI).
 
 Every case is the real command line in a fresh process (imports, the 1-worker baseline and
 file writing included). Per case: wall time (the best of `--repeats` runs), peak resident
@@ -6,6 +7,11 @@ memory of the process (`ru_maxrss` of the child), and worker-steps per second (w
 steps simulated, warm-up included, per second of wall). Families of cases that differ in
 one size give the cost's growth exponent in it: the slope of log(wall) against log(size)
 between consecutive sizes.
+
+The `run-real` cases run a job as local processes and the same job as a Spark barrier
+stage on `local[2]`, and independent trials as processes and as Spark tasks; their
+differences are Spark's overhead per run and per trial (they need TensorFlow, pyspark and
+a Java runtime: `make test` installs the first two).
 
 Each run appends its figures, with the machine, the date and the git commit, to
 `tests/benchmarks/results.jsonl` (kept in the repository, so that a regression shows as a
@@ -41,6 +47,9 @@ DOC = ROOT / "docs" / "performance.md"
 RING = "scenarios/library/resnet50-1024-ring.yaml"
 PS = "tests/benchmarks/ps-inception3.yaml"
 PER_TENSOR = "tests/benchmarks/per-tensor-resnet152.yaml"
+MLP = "scenarios/library/mlp-localhost.yaml"
+TRIALS = "tests/benchmarks/trials-mlp.yaml"
+SPARK = ("--master", "local[2]")
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,8 @@ class Case:
     target_s: float | None = None  # the wall time it is held to, where one is set
     # (family, size): the cases of a family differ in that size only (growth exponent)
     families: tuple[tuple[str, float], ...] = field(default=())
+    command: str = "sim.cli"  # or real.cli: run-real
+    args: tuple[str, ...] = ()  # beyond the scenario, the sets and --out
 
 
 def _ring(hosts: int, steps: int = 100, *sets: str) -> tuple[str, ...]:
@@ -142,6 +153,39 @@ CASES = [
         (),
         2.0,
     ),
+    Case(
+        "real-local-2w",
+        "run-real: mlp-localhost's 2-worker ring (and its 1-worker baseline), local processes",
+        MLP,
+        ("sweep.cluster.devices_per_host=[2]",),
+        command="real.cli",
+    ),
+    Case(
+        "real-spark-2w",
+        "same, as Spark barrier stages on local[2]",
+        MLP,
+        ("sweep.cluster.devices_per_host=[2]",),
+        command="real.cli",
+        args=SPARK,
+    ),
+    Case(
+        "trials-local-4",
+        "run-real: 4 single-worker MLP trials on 2 slots, local processes",
+        TRIALS,
+        command="real.cli",
+    ),
+    Case(
+        "trials-spark-4",
+        "same, as Spark tasks on local[2]",
+        TRIALS,
+        command="real.cli",
+        args=SPARK,
+    ),
+]
+#: (what, the local case, the Spark case, what the difference is divided by)
+OVERHEADS = [
+    ("a run of the 2-worker job and its baseline", "real-local-2w", "real-spark-2w", 1),
+    ("a trial", "trials-local-4", "trials-spark-4", 4),
 ]
 
 
@@ -165,7 +209,8 @@ def run_case(case: Case, repeats: int, timeout: float) -> dict[str, Any]:
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "out"
-            argv = [sys.executable, "-m", "sim.cli", case.scenario, "--quiet", "--out", str(out)]
+            argv = [sys.executable, "-m", case.command, case.scenario, "--quiet"]
+            argv += ["--out", str(out), *case.args]
             for s in case.sets:
                 argv += ["--set", s]
             started = time.perf_counter()
@@ -183,15 +228,16 @@ def run_case(case: Case, repeats: int, timeout: float) -> dict[str, Any]:
             walls.append(time.perf_counter() - started)
             if os.waitstatus_to_exitcode(status) != 0:
                 return {"case": case.name, "failed": " ".join(argv[1:])}
-            rss = max(rss, usage.ru_maxrss * 1024)  # Linux: kilobytes
-            work = _workers_steps(out)
+            rss = max(rss, usage.ru_maxrss * 1024)  # Linux: kilobytes (the largest process)
+            if case.command == "sim.cli":
+                work = _workers_steps(out)
     best = min(walls)
     return {
         "case": case.name,
         "wall_s": best,
         "walls_s": walls,
         "peak_rss_bytes": rss,
-        "worker_steps_per_s": work / best,
+        "worker_steps_per_s": work / best if math.isfinite(work) else None,
     }
 
 
@@ -248,11 +294,12 @@ def document(records: list[dict[str, Any]], analysis: str = "(no analysis yet)")
     for r in records:
         latest[r["case"]] = r
     lines = [
-        "# Performance of `simulate`",
+        "# Performance of `simulate`, and Spark's overhead for `run-real`",
         "",
         "Made by `make bench` (`tools/bench.py`) from `tests/benchmarks/results.jsonl`, the",
         "latest figure of every case; each case is the command line in a fresh process",
-        "(imports, the 1-worker baseline and file writing included), the best of its runs.",
+        "(imports, the 1-worker baseline and file writing included), the best of its runs;",
+        "peak memory is the largest process's.",
         "",
         "| case | what | wall | target | peak memory | worker-steps/s | measured |",
         "|---|---|---|---|---|---|---|",
@@ -273,9 +320,11 @@ def document(records: list[dict[str, Any]], analysis: str = "(no analysis yet)")
                 f"| {target} | | | {where} |"
             )
             continue
+        rate = r["worker_steps_per_s"]
+        shown = f"{rate:,.0f}" if rate is not None else ""
         lines.append(
             f"| `{case.name}` | {case.what} | {r['wall_s']:.1f} s | {target} "
-            f"| {r['peak_rss_bytes'] / 2**20:,.0f} MiB | {r['worker_steps_per_s']:,.0f} | {where} |"
+            f"| {r['peak_rss_bytes'] / 2**20:,.0f} MiB | {shown} | {where} |"
         )
     slopes = exponents(latest)
     if slopes:
@@ -286,6 +335,20 @@ def document(records: list[dict[str, Any]], analysis: str = "(no analysis yet)")
             "| family | sizes | exponent |",
             "|---|---|---|",
             *(f"| {family} | {sizes} | {slope:.2f} |" for family, sizes, slope in slopes),
+        ]
+    costs = [
+        (what, (latest[spark]["wall_s"] - latest[local]["wall_s"]) / per)
+        for what, local, spark, per in OVERHEADS
+        if "wall_s" in latest.get(local, {}) and "wall_s" in latest.get(spark, {})
+    ]
+    if costs:
+        lines += [
+            "",
+            "Spark's overhead for `run-real` (the Spark case's wall time less the local one's):",
+            "",
+            "| per | overhead |",
+            "|---|---|",
+            *(f"| {what} | {cost:.1f} s |" for what, cost in costs),
         ]
     machines = {json.dumps(r["machine"], sort_keys=True) for r in latest.values()}
     lines += ["", "Machines: " + "; ".join(sorted(machines)) + "."]
@@ -322,9 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         elif "timed_out_s" in result:
             shown = f"stopped after {result['timed_out_s']:.0f} s"
         else:
-            shown = (
-                f"{result['wall_s']:.2f} s, {result['peak_rss_bytes'] / 2**20:,.0f} MiB, "
-                f"{result['worker_steps_per_s']:,.0f} worker-steps/s"
+            rate = result["worker_steps_per_s"]
+            shown = f"{result['wall_s']:.2f} s, {result['peak_rss_bytes'] / 2**20:,.0f} MiB" + (
+                f", {rate:,.0f} worker-steps/s" if rate is not None else ""
             )
         print(f"bench: {case.name}: {shown}", flush=True)
         records.append(result)
