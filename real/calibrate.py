@@ -55,6 +55,7 @@ from scenarios.profile import (
 )
 from scenarios.spec import ScenarioSpec, ScheduledFailure, StragglerSpec, StrategySpec
 
+from .job import Job
 from .launcher import Launcher
 from .pool import Measured
 from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, require_gpu
@@ -137,12 +138,12 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
     # a single plain worker injects nothing: no per-step hiccups, whatever the step count
     quiet = [0.0] * (warmup + COMPUTE_STEPS)
     jobs = [
-        dict(
-            base, index=i, standalone=True, steps=COMPUTE_STEPS, hiccups=quiet, checkpoint_dir=None
+        base.replace(
+            index=i, standalone=True, steps=COMPUTE_STEPS, hiccups=quiet, checkpoint_dir=None
         )
         for i in range(processes)
     ]
-    jobs += [{"role": "ps", "index": j, "serve": True} for j in range(servers)]
+    jobs += [Job(role="ps", index=j, serve=True) for j in range(servers)]
     result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
     durations: list[float] = []
     for worker in range(processes):
@@ -191,10 +192,10 @@ def _probe_samples(result: Any, kinds: tuple[str, ...], worker: int = 0) -> dict
 def measure_transfer(device: str = "cpu") -> tuple[Fit, Fit, Messages]:
     """One tensor moved between two processes one way (pull and push), the same size both
     ways at once (exchange, per direction), and small messages inside one call."""
-    common = {"sizes": list(SIZES), "repeats": REPEATS, "warmup": WARMUP, "chain": CHAIN}
+    common = Job(index=0, sizes=list(SIZES), repeats=REPEATS, warmup=WARMUP, chain=CHAIN)
     jobs = [
-        dict(common, role="chief", index=0, probe="transfer"),
-        dict(common, role="ps", index=0, serve=True, workers=1),
+        common.replace(role="chief", probe="transfer"),
+        common.replace(role="ps", serve=True),
     ]
     result = Launcher(jobs, TIMEOUT_S, device).run()
     one_way = Fit.model_validate(_fit(_probe_samples(result, ("pull", "push"))))
@@ -224,15 +225,16 @@ def messages_of(records: Iterable[dict[str, Any]]) -> Messages:
 
 def measure_allreduce(workers: int, device: str = "cpu") -> CollectiveFit:
     jobs = [
-        {
-            "index": i,
-            "probe": "allreduce",
-            "sizes": list(SIZES),
-            "repeats": REPEATS,
-            "warmup": WARMUP,
-            "device": device,
-            "collective_timeout_s": COLLECTIVE_TIMEOUT_S,
-        }
+        Job(
+            index=i,
+            workers=workers,
+            probe="allreduce",
+            sizes=list(SIZES),
+            repeats=REPEATS,
+            warmup=WARMUP,
+            device=device,
+            collective_timeout_s=COLLECTIVE_TIMEOUT_S,
+        )
         for i in range(workers)
     ]
     result = Launcher(jobs, TIMEOUT_S, device).run()
@@ -242,11 +244,11 @@ def measure_allreduce(workers: int, device: str = "cpu") -> CollectiveFit:
 
 
 def measure_coordinator(device: str = "cpu") -> Coordinator:
-    common = {"repeats": 30, "warmup": 5}
+    common = Job(index=0, repeats=30, warmup=5)
     jobs = [
-        dict(common, role="chief", index=0, probe="coordinator"),
-        dict(common, role="worker", index=0, serve=True, workers=1),
-        dict(common, role="ps", index=0, serve=True, workers=1),
+        common.replace(role="chief", probe="coordinator"),
+        common.replace(role="worker", serve=True),
+        common.replace(role="ps", serve=True),
     ]
     result = Launcher(jobs, TIMEOUT_S, device).run()
     dispatch = _probe_samples(result, ("dispatch",))[4]
@@ -296,7 +298,7 @@ def _one_restart(spec: ScenarioSpec) -> float:
     import tempfile
 
     from .launcher import InjectedFailure, Kill
-    from .runner import _process_of
+    from .runner import process_of
 
     # a few steps, every one counted (no warm-up), nothing injected but the kill
     short = spec.training.model_copy(update={"steps": 3 * RESTART_STEPS, "warmup_steps": 0})
@@ -306,11 +308,11 @@ def _one_restart(spec: ScenarioSpec) -> float:
     failure = _stopping_failure(spec)
     if failure is None:
         raise ValueError("no failure of this point stops its job: no restart to measure")
-    process, watch, _ = _process_of(spec, failure)
+    process, watch, _ = process_of(spec, failure)
     directory = tempfile.mkdtemp(prefix="trainscale-calibrate-ckpt-")
     try:
         jobs = [
-            dict(job, checkpoint_dir=directory, checkpoint_every=RESTART_STEPS)
+            job.replace(checkpoint_dir=directory, checkpoint_every=RESTART_STEPS)
             for job in jobs_for(quiet)
         ]
         kill = Kill(process=process, watch=watch, at_step=RESTART_STEPS + 2)
@@ -343,7 +345,7 @@ def _stopping_failure(spec: ScenarioSpec) -> Any:
     """The point's first failure that stops its job (and so restarts it), as a
     `runner.Failure` to inject, or None: any under all-reduce, a parameter server's or the
     coordinator's; a random one strikes the chief. A parameter-server worker rejoins alone."""
-    from .runner import Failure, _process_of
+    from .runner import Failure, process_of
 
     for f in spec.failures:
         failure = (
@@ -351,7 +353,7 @@ def _stopping_failure(spec: ScenarioSpec) -> Any:
             if isinstance(f, ScheduledFailure)
             else Failure("chief", 0, None, None, 0.0)
         )
-        if not _process_of(spec, failure)[2]:
+        if not process_of(spec, failure)[2]:
             return failure
     return None
 
@@ -361,19 +363,14 @@ def measure_update(spec: ScenarioSpec) -> UpdateEntry:
     parameter servers (`probe.update`), with one worker and `strategy.servers` servers."""
     base = jobs_for(_single_worker(spec), 1)[0]
     servers = spec.strategy.servers
-    common = {"repeats": UPDATE_REPEATS, "warmup": WARMUP + 3}
+    common = Job(index=0, repeats=UPDATE_REPEATS, warmup=WARMUP + 3)
     jobs = [
-        dict(
-            common,
-            role="chief",
-            index=0,
-            probe="update",
-            keras=base["keras"],
-            learning_rate=base["learning_rate"],
+        common.replace(
+            role="chief", probe="update", keras=base.keras, learning_rate=base.learning_rate
         ),
-        dict(common, role="worker", index=0, serve=True, workers=1),
+        common.replace(role="worker", serve=True),
     ]
-    jobs += [dict(common, role="ps", index=j, serve=True, workers=1) for j in range(servers)]
+    jobs += [common.replace(role="ps", index=j, serve=True) for j in range(servers)]
     result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
     t = np.asarray(_probe_samples(result, ("update",))[0])
     closures = {

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
+from .job import Job
 
 #: a relaunch is said here: with no logging set up, Python prints a warning's message
 _log = logging.getLogger(__name__)
@@ -80,27 +81,25 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def tf_config(jobs: list[dict[str, Any]], addresses: list[str], me: int) -> str:
-    """TF_CONFIG for job `me`: every job's role (default worker) and `host:port`."""
+def tf_config(jobs: list[Job], addresses: list[str], me: int) -> str:
+    """TF_CONFIG for job `me`: every job's role and `host:port`."""
     cluster: dict[str, list[str]] = {}
     for job, address in zip(jobs, addresses, strict=True):
-        cluster.setdefault(job.get("role", "worker"), []).append(address)
-    task = {"type": jobs[me].get("role", "worker"), "index": jobs[me]["index"]}
+        cluster.setdefault(job.role, []).append(address)
+    task = {"type": jobs[me].role, "index": jobs[me].index}
     return json.dumps({"cluster": cluster, "task": task})
 
 
-def process_env(
-    jobs: list[dict[str, Any]], index: int, addresses: list[str], device: str
-) -> dict[str, str]:
+def process_env(jobs: list[Job], index: int, addresses: list[str], device: str) -> dict[str, str]:
     """The environment of job `index`'s process: its TF_CONFIG, the GPU it may use (none
     on a CPU run), and this package on its path."""
     env = dict(os.environ)
     env.pop("TF_CONFIG", None)
     job = jobs[index]
-    if len(jobs) > 1 and not job.get("standalone"):
+    if len(jobs) > 1 and not job.standalone:
         env["TF_CONFIG"] = tf_config(jobs, addresses, index)
-    if device == "gpu" and job.get("role", "worker") == "worker":
-        env["CUDA_VISIBLE_DEVICES"] = str(job["index"])  # one GPU per worker
+    if device == "gpu" and job.role == "worker":
+        env["CUDA_VISIBLE_DEVICES"] = str(job.index)  # one GPU per worker
     else:
         env["CUDA_VISIBLE_DEVICES"] = ""  # never touch a GPU on a CPU run
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -174,7 +173,7 @@ class Launcher:
 
     def __init__(
         self,
-        jobs: list[dict[str, Any]],
+        jobs: list[Job],
         timeout_s: float,
         device: str = "cpu",
         kills: list[Kill] | None = None,
@@ -232,11 +231,9 @@ class Launcher:
             result.launched = time.time()
             for index, job in enumerate(self.jobs):
                 path = workdir / f"job-{index}.json"
-                path.write_text(json.dumps(job))
+                path.write_text(job.to_json())
                 keep = os.environ.get("TRAINSCALE_LOG_DIR")  # keep every child's stderr there
-                log = (
-                    Path(keep) if keep else workdir
-                ) / f"{job.get('role', 'worker')}-{job['index']}.stderr"
+                log = (Path(keep) if keep else workdir) / f"{job.role}-{job.index}.stderr"
                 log.parent.mkdir(parents=True, exist_ok=True)
                 self._logs.append(log)
                 self._commands.append(
@@ -324,7 +321,7 @@ class Launcher:
     def _collect(self, result: LaunchResult) -> None:
         """Read records until every reporting process is done (servers never are)."""
         deadline = time.monotonic() + self.timeout_s
-        reporting = {i for i, job in enumerate(self.jobs) if not job.get("serve")}
+        reporting = {i for i, job in enumerate(self.jobs) if not job.serve}
         done: set[int] = set()
         self._stepping = False
         heard = time.monotonic()
@@ -392,11 +389,11 @@ class Launcher:
             if code < 0 and -code in CRASHES and not self._stepping:
                 name = signal.Signals(-code).name
                 raise CrashedAtStart(
-                    f"process {index} ({self.jobs[index].get('role', 'worker')} "
-                    f"{self.jobs[index]['index']}) crashed with {name} before the first "
+                    f"process {index} ({self.jobs[index].role} "
+                    f"{self.jobs[index].index}) crashed with {name} before the first "
                     f"step: {self._last_error(index)}"
                 )
-            if code != 0 or (index not in done and not self.jobs[index].get("serve")):
+            if code != 0 or (index not in done and not self.jobs[index].serve):
                 raise RunError(
                     f"process {index} exited with status {code}: {self._last_error(index)}"
                 )

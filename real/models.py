@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from scenarios.keras_layers import resolve_spec
 
+from .job import Job
+
 if TYPE_CHECKING:  # only for annotations; importing keras at runtime needs TensorFlow
     import keras
 
@@ -207,17 +209,17 @@ def build_model(keras_spec: dict[str, Any]) -> keras.Model:
     return _BUILDERS[spec["builder"]](spec)
 
 
-def build_for_training(tf: Any, job: dict[str, Any], strategy: Any) -> tuple[Any, ...]:
+def build_for_training(tf: Any, job: Job, strategy: Any) -> tuple[Any, ...]:
     """Model and optimizer under the strategy, the loss, the input shape and class count.
 
-    SGD with momentum 0.9 at `job["learning_rate"]`; the optimizer's slots are made at
+    SGD with momentum 0.9 at `job.learning_rate`; the optimizer's slots are made at
     once, under the strategy (made lazily inside a replica function they are not
     distributed, and the all-reduce finds no destinations).
     """
     keras = tf.keras
     with strategy.scope():
-        model = build_model(job["keras"])
-        optimizer = keras.optimizers.SGD(learning_rate=job["learning_rate"], momentum=0.9)
+        model = build_model(job.keras)
+        optimizer = keras.optimizers.SGD(learning_rate=job.learning_rate, momentum=0.9)
         optimizer.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
     shape = tuple(model.inputs[0].shape[1:])

@@ -23,9 +23,10 @@ import time
 from typing import Any
 
 from . import protocol
+from .job import Job
 
 
-def transfer(job: dict[str, Any]) -> None:
+def transfer(job: Job) -> None:
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -34,7 +35,7 @@ def transfer(job: dict[str, Any]) -> None:
     tf.config.experimental_connect_to_cluster(resolver.cluster_spec(), job_name="chief")
     protocol.emit({"event": "ready", "worker": 0, "time": time.time()})
     probes = []
-    for nbytes in job["sizes"]:
+    for nbytes in job.sizes:
         n = max(1, nbytes // 4)
         local = tf.random.uniform((n,))
         with tf.device("/job:ps/task:0"):
@@ -59,14 +60,14 @@ def transfer(job: dict[str, Any]) -> None:
                 w.assign(x, read_value=False)
             return tf.reduce_sum(tf.identity(v.read_value()))
 
-        for _ in range(job["warmup"]):
+        for _ in range(job.warmup):
             pull().numpy()
             push()
             exchange().numpy()
         probes.append((n * 4, remote, pull, push, inbox, exchange))
     # small messages inside one call: one read, and a chain of reads each waiting for the
     # one before (a collective's ring steps): the slope is what each further message costs
-    chain = int(job.get("chain", 0))
+    chain = int(job.chain)
     calls = []
     if chain > 1:
         with tf.device("/job:ps/task:0"):
@@ -84,12 +85,12 @@ def transfer(job: dict[str, Any]) -> None:
             return run
 
         calls = [(1, chained(1)), (chain, chained(chain))]
-        for _ in range(job["warmup"]):
+        for _ in range(job.warmup):
             for _count, call in calls:
                 call().numpy()
     # every size once per round, round after round: a slow spell of the machine falls on
     # all sizes alike instead of bending the fit at the sizes it happened to hit
-    for _ in range(job["repeats"]):
+    for _ in range(job.repeats):
         for count, call in calls:
             started = time.perf_counter()
             call().numpy()
@@ -130,20 +131,20 @@ def transfer(job: dict[str, Any]) -> None:
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
 
 
-def allreduce(job: dict[str, Any]) -> None:
+def allreduce(job: Job) -> None:
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     comm = tf.distribute.experimental.CommunicationImplementation
     options = tf.distribute.experimental.CommunicationOptions(
-        implementation=comm.NCCL if job["device"] == "gpu" else comm.RING,
-        timeout_seconds=job["collective_timeout_s"],
+        implementation=comm.NCCL if job.device == "gpu" else comm.RING,
+        timeout_seconds=job.collective_timeout_s,
     )
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    index = job["index"]
+    index = job.index
     protocol.emit({"event": "ready", "worker": index, "time": time.time()})
-    for nbytes in job["sizes"]:
+    for nbytes in job.sizes:
         n = max(1, nbytes // 4)
         x = tf.random.uniform((n,))
 
@@ -156,9 +157,9 @@ def allreduce(job: dict[str, Any]) -> None:
 
             return strategy.run(replica)
 
-        for _ in range(job["warmup"]):
+        for _ in range(job.warmup):
             reduce().numpy()
-        for _ in range(job["repeats"]):
+        for _ in range(job.repeats):
             started = time.perf_counter()
             reduce().numpy()
             protocol.emit(
@@ -173,7 +174,7 @@ def allreduce(job: dict[str, Any]) -> None:
     protocol.emit({"event": "done", "worker": index, "time": time.time()})
 
 
-def coordinator(job: dict[str, Any]) -> None:
+def coordinator(job: Job) -> None:
     """The cost of ClusterCoordinator's own round trips, with one worker and one server:
     `dispatch`: schedule a closure that touches a variable on the server and fetch its
     result (what a synchronous round's closures pay); `queued`: closures scheduled back to
@@ -200,25 +201,25 @@ def coordinator(job: dict[str, Any]) -> None:
         return v.assign_add(1.0)
 
     protocol.emit({"event": "ready", "worker": 0, "time": time.time()})
-    for i in range(job["warmup"] + job["repeats"]):
+    for i in range(job.warmup + job.repeats):
         started = time.perf_counter()
         coord.schedule(closure).fetch()
         middle = time.perf_counter()
         call().numpy()
         ended = time.perf_counter()
-        if i >= job["warmup"]:
+        if i >= job.warmup:
             for kind, seconds in (("dispatch", middle - started), ("call", ended - middle)):
                 protocol.emit(
                     {"event": "probe", "worker": 0, "kind": kind, "bytes": 4, "time_s": seconds}
                 )
     # closures queued back to back, as an asynchronous job schedules them: what each costs
     # when the next is dispatched as the last ends and results are fetched later
-    for _ in range(job["repeats"]):
+    for _ in range(job.repeats):
         coord.schedule(closure)
     coord.join()  # warm-up
-    for _ in range(job["warmup"]):
+    for _ in range(job.warmup):
         started = time.perf_counter()
-        queued = [coord.schedule(closure) for _ in range(job["repeats"])]
+        queued = [coord.schedule(closure) for _ in range(job.repeats)]
         coord.join()
         seconds = (time.perf_counter() - started) / len(queued)
         protocol.emit(
@@ -241,7 +242,7 @@ def busy_cpu_s() -> float | None:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def update(job: dict[str, Any]) -> None:
+def update(job: Job) -> None:
     """The optimizer's update of the job's model on its parameter servers, applied by one
     coordinator call, exactly as a synchronous round ends (`real.ps.sync_update`); no
     worker computes. The update runs on the servers beside each weight; with two or more
@@ -304,7 +305,7 @@ def update(job: dict[str, Any]) -> None:
         for kind, body in zip(CLOSURES, (read, accumulate, apply_, bare), strict=True)
     ]
     protocol.emit({"event": "ready", "worker": 0, "time": time.time()})
-    for i in range(job["warmup"] + job["repeats"]):
+    for i in range(job.warmup + job.repeats):
         timed = []
         started = time.perf_counter()
         apply(count).numpy()
@@ -317,7 +318,7 @@ def update(job: dict[str, Any]) -> None:
             timed.append((kind, time.perf_counter() - started))
             if cpu is not None and (after := busy_cpu_s()) is not None:
                 timed.append((f"{kind}_cpu", after - cpu))
-        if i >= job["warmup"]:
+        if i >= job.warmup:
             for kind, seconds in timed:
                 protocol.emit(
                     {"event": "probe", "worker": 0, "kind": kind, "bytes": 0, "time_s": seconds}

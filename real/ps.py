@@ -23,10 +23,11 @@ import time
 from typing import Any
 
 from . import protocol
+from .job import Job
 from .worker import checkpointing
 
 
-def serve(job: dict[str, Any]) -> None:
+def serve(job: Job) -> None:
     """A worker or parameter-server task: serve until the launcher ends the process."""
     import tensorflow as tf
 
@@ -38,18 +39,16 @@ def serve(job: dict[str, Any]) -> None:
     )
     server = tf.distribute.Server(
         resolver.cluster_spec(),
-        job_name=job["role"],
-        task_index=job["index"],
+        job_name=job.role,
+        task_index=job.index,
         protocol="grpc",
         config=config,
     )
-    protocol.emit(
-        {"event": "serving", "role": job["role"], "index": job["index"], "time": time.time()}
-    )
+    protocol.emit({"event": "serving", "role": job.role, "index": job.index, "time": time.time()})
     server.join()
 
 
-def coordinate(job: dict[str, Any]) -> None:
+def coordinate(job: Job) -> None:
     """The chief: schedule `warmup + steps` updates over the workers, report each."""
     launched = time.time()
     import tensorflow as tf
@@ -60,17 +59,17 @@ def coordinate(job: dict[str, Any]) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(2)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     partitioner = None
-    if job["partition"] == "sliced" and job["servers"] > 1:
+    if job.partition == "sliced" and job.servers > 1:
         partitioner = tf.distribute.experimental.partitioners.FixedShardsPartitioner(
-            num_shards=job["servers"]
+            num_shards=job.servers
         )
     strategy = tf.distribute.experimental.ParameterServerStrategy(
         resolver, variable_partitioner=partitioner
     )
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    batch = job["batch_per_worker"]
+    batch = job.batch_per_worker
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
-    dataset_fn = _synthetic(tf, job, batch, shape, classes, job["seed"])
+    dataset_fn = _synthetic(tf, job, batch, shape, classes, job.seed)
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
     delay = _straggler_delay(tf, job)
 
@@ -99,9 +98,9 @@ def coordinate(job: dict[str, Any]) -> None:
         return strategy.run(replica_step, args=(x, y))
 
     protocol.ready(-1, launched, int(model.count_params()))
-    total = job["warmup_steps"] + job["steps"]
+    total = job.warmup_steps + job.steps
     done, save = checkpointing(tf, job, None, model, optimizer)
-    every = job.get("checkpoint_every") or total
+    every = job.checkpoint_every or total
     iterations: dict[int, int] = {}  # per worker: its closures so far
     chunks = 0
 
@@ -162,12 +161,10 @@ def _fetch(tf: Any, value: Any) -> tuple[float, ...] | None:
         return None
 
 
-def _synthetic(
-    tf: Any, job: dict[str, Any], batch: int, shape: Any, classes: int, seed: int
-) -> Any:
+def _synthetic(tf: Any, job: Job, batch: int, shape: Any, classes: int, seed: int) -> Any:
     """The per-worker dataset function: synthetic data made once, repeated (tf_cnn_benchmarks'
     way), or the digits data set (`training.data: digits`)."""
-    if job.get("data") == "digits":
+    if job.data == "digits":
         from .data import digits
 
         x_all, y_all = digits(shape)
@@ -190,17 +187,17 @@ def _synthetic(
     return dataset_fn
 
 
-def _straggler_delay(tf: Any, job: dict[str, Any]) -> Any:
+def _straggler_delay(tf: Any, job: Job) -> Any:
     """`delay(worker, compute_s)`: a tensor that exists once the worker has waited its
     straggler delay for this closure. Workers run no Python of ours, so the sleep is a
     `tf.py_function` (it runs in the coordinator; the worker's closure waits for it):
     (jitter x slow - 1) x the compute time just measured, plus any transient hiccup, from
     the simulator's own seeded streams, drawn in the order of each worker's closures."""
-    slowdowns = job.get("slowdowns")
+    slowdowns = job.slowdowns
     if not slowdowns or not any(any(s) for s in slowdowns):
         return lambda worker, compute_s: tf.constant(0.0, tf.float64)
     done = [0] * len(slowdowns)
-    hiccups = job["hiccups"]
+    hiccups = job.worker_hiccups
 
     def sleep(worker: Any, compute_s: Any) -> Any:
         w = int(worker)
@@ -264,7 +261,7 @@ def sync_update(tf: Any, strategy: Any, model: Any, optimizer: Any) -> tuple[Any
     return accumulators, ticket, gathered, apply
 
 
-def coordinate_sync(job: dict[str, Any]) -> None:
+def coordinate_sync(job: Job) -> None:
     """The chief of a synchronous parameter-server job, on TensorFlow's PS machinery.
 
     Beside each weight, on its parameter server, lives a gradient accumulator
@@ -290,13 +287,13 @@ def coordinate_sync(job: dict[str, Any]) -> None:
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    batch = job["batch_per_worker"]
-    workers = job["workers"]
-    needed = workers - job.get("backup_workers", 0)
+    batch = job.batch_per_worker
+    workers = job.workers
+    needed = workers - job.backup_workers
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
     weights = model.trainable_variables
     accumulators, ticket, gathered, apply = sync_update(tf, strategy, model, optimizer)
-    seed = job["seed"]
+    seed = job.seed
     dataset_fn = _synthetic(tf, job, batch, shape, classes, seed)
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
     delay = _straggler_delay(tf, job)
@@ -350,7 +347,7 @@ def coordinate_sync(job: dict[str, Any]) -> None:
         return ticket.assign(first)
 
     protocol.ready(-1, launched, int(model.count_params()))
-    total = job["warmup_steps"] + job["steps"]
+    total = job.warmup_steps + job.steps
     closures: list[tuple[int, Any]] = []
 
     first, save = checkpointing(tf, job, None, model, optimizer)

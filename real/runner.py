@@ -26,6 +26,7 @@ from scenarios.errors import NotModelledError, ScenarioError
 from scenarios.loader import Point, Scenario
 from scenarios.spec import RandomFailure, ScenarioSpec
 
+from .job import Job
 from .launcher import GaveUp, Generation, InjectedFailure, Kill, Launcher, LaunchResult
 from .summary import progress_index, summarize, trace_of
 
@@ -97,46 +98,46 @@ def check_supported(spec: ScenarioSpec) -> None:
             )
 
 
-def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[dict[str, Any]]:
+def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
+    """The processes of a point's job (with `workers` workers in place of the point's):
+    each worker; under parameter servers the coordinator first, then the workers and the
+    servers, which serve."""
     n = spec.workers if workers is None else workers
     lr = spec.training.learning_rate
     scale = {"linear": n, "sqrt": n**0.5, "none": 1}[lr.scaling]  # Goyal et al.
     if spec.strategy.kind == "parameter_server" and not spec.strategy.sync:
         scale = 1  # asynchronous: every update is one worker's batch
-    common = {
-        "workers": n,
-        "device": spec.real.device,
-        "collective_timeout_s": COLLECTIVE_TIMEOUT_S,
-        "batch_per_worker": spec.training.batch_per_worker,
-        "seed": spec.seed,
-        "keras": spec.model.keras.model_dump() if spec.model.keras else {},
-        "learning_rate": lr.base * scale,
-        "warmup_steps": spec.training.warmup_steps,
-        "steps": spec.training.steps,
-        "data": spec.training.data,
-        "bytes_per_pack": bytes_per_pack(spec),
-    }
+    common = Job(
+        index=0,
+        workers=n,
+        device=spec.real.device,
+        collective_timeout_s=COLLECTIVE_TIMEOUT_S,
+        batch_per_worker=spec.training.batch_per_worker,
+        seed=spec.seed,
+        keras=spec.model.keras.model_dump() if spec.model.keras else {},
+        learning_rate=lr.base * scale,
+        warmup_steps=spec.training.warmup_steps,
+        steps=spec.training.steps,
+        data=spec.training.data,
+        bytes_per_pack=bytes_per_pack(spec),
+    )
     st = spec.strategy
     if st.kind == "parameter_server":  # even alone, a worker talks to its servers
-        from .worker import _slowdowns
-
         total = spec.training.warmup_steps + spec.training.steps
-        injected = [dict(common, index=i, **stragglers_of(spec, i)) for i in range(n)]
-        chief = dict(
-            common,
+        injected = [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]
+        chief = common.replace(
             role="chief",
-            index=0,
             servers=st.servers,
             partition=st.partition,
             sync=st.sync,
             backup_workers=min(st.backup_workers, n - 1) if st.sync else 0,  # alone: none
-            slowdowns=[_slowdowns(job, total) for job in injected],
-            hiccups=[job["hiccups"] for job in injected],
+            slowdowns=[job.step_slowdowns(total) for job in injected],
+            worker_hiccups=[job.hiccups for job in injected],
         )
-        workers_ = [dict(common, role="worker", index=i, serve=True) for i in range(n)]
-        servers = [dict(common, role="ps", index=j, serve=True) for j in range(st.servers)]
+        workers_ = [common.replace(role="worker", index=i, serve=True) for i in range(n)]
+        servers = [common.replace(role="ps", index=j, serve=True) for j in range(st.servers)]
         return [chief, *workers_, *servers]
-    return [dict(common, index=i, **stragglers_of(spec, i)) for i in range(n)]
+    return [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]
 
 
 def bytes_per_pack(spec: ScenarioSpec) -> int:
@@ -231,7 +232,7 @@ def run_trials_point(point: Point) -> RealPoint:
     return RealPoint(point.id, row, frame, placement=placement or None)
 
 
-def launch_job(spec: ScenarioSpec, jobs: list[dict[str, Any]]) -> LaunchResult:
+def launch_job(spec: ScenarioSpec, jobs: list[Job]) -> LaunchResult:
     """Run one job, without failures, on the scenario's engine."""
     if spec.real.engine == "spark":
         from .spark import SparkLauncher
@@ -343,7 +344,7 @@ def failure_schedule(spec: ScenarioSpec) -> list[Failure]:
     return sorted(schedule, key=lambda f: (f.at_step is None, f.at_step or 0, f.at_time or 0))
 
 
-def _process_of(spec: ScenarioSpec, failure: Failure) -> tuple[int, int, bool]:
+def process_of(spec: ScenarioSpec, failure: Failure) -> tuple[int, int, bool]:
     """(process to kill, process whose records count steps, whether it rejoins alone)."""
     if spec.strategy.kind == "parameter_server":  # jobs: chief, workers, servers
         if failure.role == "worker":
@@ -359,7 +360,7 @@ def _kills(spec: ScenarioSpec, pending: list[Failure]) -> list[Kill]:
     """The launcher's kills of the failures still to come, in order."""
     kills = []
     for failure in pending:
-        process, watch, rejoins = _process_of(spec, failure)
+        process, watch, rejoins = process_of(spec, failure)
         kills.append(
             Kill(
                 process=process,
@@ -373,7 +374,7 @@ def _kills(spec: ScenarioSpec, pending: list[Failure]) -> list[Kill]:
 
 
 def _local_generations(
-    spec: ScenarioSpec, jobs: list[dict[str, Any]], pending: list[Failure]
+    spec: ScenarioSpec, jobs: list[Job], pending: list[Failure]
 ) -> Generator[Generation, None, None]:
     """Launch the job here, again after each failure that stops it (once its downtime
     has passed), until a launch finishes."""
@@ -399,7 +400,7 @@ def _local_generations(
 
 
 def _spark_generations(
-    spec: ScenarioSpec, jobs: list[dict[str, Any]], pending: list[Failure]
+    spec: ScenarioSpec, jobs: list[Job], pending: list[Failure]
 ) -> Generator[Generation, None, None]:
     """Run the job as one Spark stage, which Spark's stage retry starts again after each
     failure that stops it (`real/spark.py`)."""
@@ -445,7 +446,7 @@ def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
     shared = spec.real.shared_dir if spark else None
     directory = tempfile.mkdtemp(prefix="trainscale-ckpt-", dir=shared)
     jobs = [
-        dict(job, checkpoint_dir=directory, checkpoint_every=spec.checkpoint.every_steps)
+        job.replace(checkpoint_dir=directory, checkpoint_every=spec.checkpoint.every_steps)
         for job in jobs_for(spec)
     ]
     total = LaunchResult()

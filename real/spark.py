@@ -28,6 +28,7 @@ from typing import Any
 
 from scenarios.spark import DEFAULT_MASTER, is_local, session
 
+from .job import Job
 from .launcher import GaveUp, Generation, Kill, LaunchResult, RunError
 from .spark_task import JobTask, Planned, RunDir, run_process, where
 
@@ -42,7 +43,7 @@ class SparkLauncher:
 
     def __init__(
         self,
-        jobs: list[dict[str, Any]],
+        jobs: list[Job],
         timeout_s: float,
         device: str = "cpu",
         master: str = DEFAULT_MASTER,
@@ -202,11 +203,11 @@ class _Trial:
     def __init__(self, device: str):
         self.device = device
 
-    def __call__(self, job: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, job: Job) -> dict[str, Any]:
         started = time.time()
         records, error = run_process(job, self.device)
         return {
-            "trial": job["trial"],
+            "trial": job.trial,
             "started": started,
             "finished": time.time(),
             "records": records,
@@ -216,7 +217,7 @@ class _Trial:
 
 
 def run_trials(
-    jobs: list[dict[str, Any]],
+    jobs: list[Job],
     timeout_s: float,
     device: str = "cpu",
     master: str = DEFAULT_MASTER,

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import protocol
+from .job import Job
 from .launcher import CRASHES, START_ATTEMPTS, free_ports, last_error, process_env
 
 #: seconds between looks at the run directory while a process runs
@@ -226,10 +227,10 @@ class _Process:
 
     END = "end"
 
-    def __init__(self, job: dict[str, Any], env: dict[str, str]):
+    def __init__(self, job: Job, env: dict[str, str]):
         self.workdir = Path(tempfile.mkdtemp(prefix="trainscale-spark-"))
         self.path = self.workdir / "job.json"
-        self.path.write_text(json.dumps(job))
+        self.path.write_text(job.to_json())
         self.log = self.workdir / "stderr"
         self.env = env
         self.lines: queue.Queue[tuple[int, str | None]] = queue.Queue()
@@ -292,11 +293,12 @@ class _Process:
 
 
 class JobTask:
-    """What each barrier task of a job runs (pickled to the executors: plain data only)."""
+    """What each barrier task of a job runs (pickled to the executors: the jobs and the
+    failures, plain data)."""
 
     def __init__(
         self,
-        jobs: list[dict[str, Any]],
+        jobs: list[Job],
         device: str,
         local: bool,
         run_dir: str,
@@ -363,8 +365,8 @@ class JobTask:
         """Follow the process to its end (a server's: until every reporting process is
         done), injecting the scenario's failures; how it ended: {} (done), `stopped` (the
         failure that stopped the job), or `error` (and whether it `crashed` at start-up)."""
-        reports = not self.jobs[index].get("serve")
-        reporting = [i for i, job in enumerate(self.jobs) if not job.get("serve")]
+        reports = not self.jobs[index].serve
+        reporting = [i for i, job in enumerate(self.jobs) if not job.serve]
         watch = Watch(run, self.failures, index)
         stepping = origin_known = False
         down: int | None = None  # the failure that killed this process, until it restarts
@@ -422,7 +424,7 @@ def where() -> dict[str, str]:
     return {"executor": executor, "host": socket.gethostname()}
 
 
-def run_process(job: dict[str, Any], device: str) -> tuple[list[dict[str, Any]], str]:
+def run_process(job: Job, device: str) -> tuple[list[dict[str, Any]], str]:
     """One single-process job to its end: its records, and what went wrong ("" if
     nothing)."""
     records: list[dict[str, Any]] = []

@@ -20,22 +20,25 @@ from scenarios.spec import ScenarioSpec
 from scenarios.stats import step_stats
 from scenarios.trials import trial_grid
 
+from .job import Job
 from .launcher import Launcher, LaunchResult, RunError
 
+#: the hyperparameters a trial's job itself takes
+TAKEN = ("batch_per_worker", "steps", "learning_rate")
 
-def trial_jobs(spec: ScenarioSpec, base: dict[str, Any]) -> list[dict[str, Any]]:
+
+def trial_jobs(spec: ScenarioSpec, base: Job) -> list[Job]:
+    """One single-worker job per combination of `strategy.trials`; the hyperparameters the
+    job itself takes (batch, steps, learning rate) are set in it."""
     jobs = []
     for index, params in enumerate(trial_grid(dict(spec.strategy.trials or {}))):
-        job = dict(base, index=0, workers=1, trial=index, hyperparameters=params)
-        for key in ("batch_per_worker", "steps", "learning_rate"):
-            if key in params:
-                job[key] = params[key]
-        jobs.append(job)
+        taken = {k: params[k] for k in TAKEN if k in params}
+        jobs.append(base.replace(index=0, workers=1, trial=index, hyperparameters=params, **taken))
     return jobs
 
 
 def run_trials(
-    spec: ScenarioSpec, base: dict[str, Any]
+    spec: ScenarioSpec, base: Job
 ) -> tuple[dict[str, Any], list[dict], list[dict[str, Any]]]:
     """Run every trial on `spec.workers` slots (on Spark: as many as its executors have);
     return the row's figures, the records, and where each trial ran (Spark only)."""
@@ -65,15 +68,13 @@ def _slots(outcomes: list[tuple[float, float, LaunchResult]]) -> int:
     return most
 
 
-def _run_local(
-    spec: ScenarioSpec, jobs: list[dict[str, Any]]
-) -> list[tuple[float, float, LaunchResult]]:
+def _run_local(spec: ScenarioSpec, jobs: list[Job]) -> list[tuple[float, float, LaunchResult]]:
     deadline = time.monotonic() + spec.real.timeout
     active: set[Launcher] = set()
     lock = threading.Lock()
     stopping = threading.Event()
 
-    def one(job: dict[str, Any]) -> tuple[float, float, LaunchResult]:
+    def one(job: Job) -> tuple[float, float, LaunchResult]:
         if stopping.is_set():
             raise RunError("stopped")
         left = deadline - time.monotonic()
@@ -105,18 +106,16 @@ def _run_local(
     return outcomes
 
 
-def _records(
-    jobs: list[dict[str, Any]], outcomes: list[tuple[float, float, LaunchResult]]
-) -> list[dict]:
+def _records(jobs: list[Job], outcomes: list[tuple[float, float, LaunchResult]]) -> list[dict]:
     return [
-        dict(r, trial=job["trial"])
+        dict(r, trial=job.trial)
         for job, (_, _, result) in zip(jobs, outcomes, strict=True)
         for r in result.of("step")
     ]
 
 
 def _figures(
-    jobs: list[dict[str, Any]], outcomes: list[tuple[float, float, LaunchResult]], slots: int
+    jobs: list[Job], outcomes: list[tuple[float, float, LaunchResult]], slots: int
 ) -> dict[str, Any]:
     """Makespan, trials per hour, slot utilisation on `slots` slots, and the best trial:
     the lowest training loss at its last step."""
@@ -129,11 +128,11 @@ def _figures(
     for job, (_, _, result) in zip(jobs, outcomes, strict=True):
         steps = result.of("step")
         for r in steps:
-            if r["step"] >= job["warmup_steps"]:
+            if r["step"] >= job.warmup_steps:
                 durations.append(r["end"] - r["start"])
-                samples += job["batch_per_worker"]
-        if steps:
-            final[job["trial"]] = float(max(steps, key=lambda r: r["step"])["loss"])
+                samples += job.batch_per_worker
+        if steps and job.trial is not None:
+            final[job.trial] = float(max(steps, key=lambda r: r["step"])["loss"])
     best = min(final, key=lambda t: final[t]) if final else -1
     return {
         **step_stats(np.array(durations)),

@@ -14,57 +14,44 @@ never limits the step.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import time
 from typing import Any
 
 from . import protocol
+from .job import Job
 
 
-def _configure_threads(tf: Any, job: dict[str, Any]) -> None:
-    tf.config.threading.set_intra_op_parallelism_threads(job.get("intra_op_threads", 1))
-    tf.config.threading.set_inter_op_parallelism_threads(job.get("inter_op_threads", 1))
+def _configure_threads(tf: Any, job: Job) -> None:
+    tf.config.threading.set_intra_op_parallelism_threads(job.intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(job.inter_op_threads)
 
 
-def _strategy(tf: Any, job: dict[str, Any]) -> Any:
-    if job["workers"] == 1:
+def _strategy(tf: Any, job: Job) -> Any:
+    if job.workers == 1:
         return tf.distribute.get_strategy()  # the default: one device, no collectives
     comm = tf.distribute.experimental.CommunicationImplementation
     options = tf.distribute.experimental.CommunicationOptions(
-        implementation=comm.NCCL if job["device"] == "gpu" else comm.RING,
-        timeout_seconds=job["collective_timeout_s"],
-        bytes_per_pack=job.get("bytes_per_pack", 0),
+        implementation=comm.NCCL if job.device == "gpu" else comm.RING,
+        timeout_seconds=job.collective_timeout_s,
+        bytes_per_pack=job.bytes_per_pack,
     )
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
-def _slowdowns(job: dict[str, Any], total: int) -> list[float]:
-    """Per step, how much longer than its own compute this worker takes: jitter (from the
-    simulator's own seeded stream for this worker) x persistent slowness, minus 1. A
-    factor below 1 cannot be made real (a worker cannot compute faster): it counts as 1."""
-    import numpy as np
-
-    from scenarios.streams import lognormal_factors, stream
-
-    rng = stream(job["seed"], 0, "jitter", job["index"])
-    factors = lognormal_factors(rng, job.get("jitter", 0.0), total) * job.get("slow", 1.0)
-    return [max(0.0, float(f) - 1.0) for f in np.asarray(factors)]
-
-
-def _batches(tf: Any, job: dict[str, Any], batch: int, shape: Any, classes: int) -> Any:
+def _batches(tf: Any, job: Job, batch: int, shape: Any, classes: int) -> Any:
     """An endless iterator of this worker's batches: synthetic tensors made once (the same
     batch every step, tf_cnn_benchmarks' way), or this worker's shard of the digits data,
     shuffled from the run's seed."""
-    seed = job["seed"] + job["index"]
-    if job.get("data") == "digits":
+    seed = job.seed + job.index
+    if job.data == "digits":
         import numpy as np
 
         from .data import digits
 
         x_all, y_all = digits(shape)
-        x_all, y_all = x_all[job["index"] :: job["workers"]], y_all[job["index"] :: job["workers"]]
+        x_all, y_all = x_all[job.index :: job.workers], y_all[job.index :: job.workers]
         rng = np.random.default_rng(seed)
 
         def shuffled() -> Any:
@@ -85,9 +72,7 @@ def _batches(tf: Any, job: dict[str, Any], batch: int, shape: Any, classes: int)
     return same()
 
 
-def checkpointing(
-    tf: Any, job: dict[str, Any], strategy: Any, model: Any, optimizer: Any
-) -> tuple[int, Any]:
+def checkpointing(tf: Any, job: Job, strategy: Any, model: Any, optimizer: Any) -> tuple[int, Any]:
     """Restore the latest checkpoint, if any; return the first step and a saver writing
     one every `checkpoint_every` steps (rounds, or updates under parameter servers).
 
@@ -96,8 +81,8 @@ def checkpointing(
     (TF's way). A parameter-server coordinator (`strategy` None: its step counter is its
     own) saves the variables from the servers into the run's directory.
     """
-    directory = job.get("checkpoint_dir")
-    every = job.get("checkpoint_every")
+    directory = job.checkpoint_dir
+    every = job.checkpoint_every
     if not directory:
         return 0, lambda done: None
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
@@ -106,7 +91,7 @@ def checkpointing(
     latest = tf.train.latest_checkpoint(directory)
     if latest:
         checkpoint.restore(latest).expect_partial()
-    own = directory if job["index"] == 0 else os.path.join(directory, f"worker-{job['index']}")
+    own = directory if job.index == 0 else os.path.join(directory, f"worker-{job.index}")
     manager = tf.train.CheckpointManager(checkpoint, own, max_to_keep=2)
 
     def save(done: int) -> None:
@@ -117,7 +102,7 @@ def checkpointing(
             protocol.emit(
                 {
                     "event": "checkpoint",
-                    "worker": job["index"],
+                    "worker": job.index,
                     "step": done,
                     "start": started,
                     "end": time.time(),
@@ -127,7 +112,7 @@ def checkpointing(
     return int(step.numpy()), save
 
 
-def run(job: dict[str, Any]) -> None:
+def run(job: Job) -> None:
     """Build the model, run warm-up and measured steps, report each step."""
     launched = time.time()
     import tensorflow as tf
@@ -136,10 +121,10 @@ def run(job: dict[str, Any]) -> None:
 
     _configure_threads(tf, job)
     strategy = _strategy(tf, job)
-    index, workers = job["index"], job["workers"]
-    batch = job["batch_per_worker"]
+    index, workers = job.index, job.workers
+    batch = job.batch_per_worker
     global_batch = batch * workers
-    tf.random.set_seed(job["seed"] * 1000 + index)
+    tf.random.set_seed(job.seed * 1000 + index)
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
     batches = _batches(tf, job, batch, shape, classes)
 
@@ -163,8 +148,8 @@ def run(job: dict[str, Any]) -> None:
         return strategy.run(replica_step, args=(x, y))
 
     protocol.ready(index, launched, int(model.count_params()))
-    total = job["warmup_steps"] + job["steps"]
-    slowdown = _slowdowns(job, total)
+    total = job.warmup_steps + job.steps
+    slowdown = job.step_slowdowns(total)
     compute_s = 0.0
     first, save = checkpointing(tf, job, strategy, model, optimizer)
     for step in range(first, total):
@@ -173,7 +158,7 @@ def run(job: dict[str, Any]) -> None:
             # a straggler: stretch this step's compute by sleeping (factor - 1) x the
             # compute time measured in the step before, plus any transient hiccup
             time.sleep(slowdown[step] * compute_s)
-        hiccup = job.get("hiccups", [0.0] * total)[step]
+        hiccup = job.hiccups[step] if step < len(job.hiccups) else 0.0
         if hiccup > 0:
             time.sleep(hiccup)
         began = time.time()
@@ -201,28 +186,28 @@ def run(job: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     with open(args[0], encoding="utf-8") as f:
-        job = json.load(f)
+        job = Job.from_json(f.read())
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        if job.get("probe"):
+        if job.probe:
             from . import probe
 
-            getattr(probe, job["probe"])(job)
-        elif job.get("serve"):
+            getattr(probe, job.probe)(job)
+        elif job.serve:
             from .ps import serve
 
             serve(job)
-        elif job.get("role") == "chief":
+        elif job.role == "chief":
             from .ps import coordinate, coordinate_sync
 
-            (coordinate_sync if job.get("sync") else coordinate)(job)
+            (coordinate_sync if job.sync else coordinate)(job)
         else:
             run(job)
     except Exception as exc:  # report it to the launcher, then fail loudly
         protocol.emit(
             {
                 "event": "error",
-                "worker": job.get("index"),
+                "worker": job.index,
                 "error": f"{type(exc).__name__}: {exc}"[-4000:],
             }
         )

@@ -23,6 +23,7 @@ pytest.importorskip("tensorflow")
 
 from processes import TAG, kill_tagged, new_tag, run_real, tagged, workers_alive  # noqa: E402
 
+from real.job import Job  # noqa: E402
 from real.launcher import Launcher, RunError  # noqa: E402
 from scenarios import vocab  # noqa: E402
 from scenarios.profile import CLOSURES  # noqa: E402
@@ -340,21 +341,15 @@ def test_no_gpu_is_refused_cleanly(scenario: Path, tmp_path: Path) -> None:
     assert proc.returncode == 2 and "sees no GPU" in proc.stderr
 
 
-def _job(**over: object) -> dict[str, object]:
-    job = {
-        "index": 0,
-        "workers": 1,
-        "device": "cpu",
-        "collective_timeout_s": 30,
-        "batch_per_worker": 8,
-        "seed": 1,
-        "learning_rate": 0.05,
-        "warmup_steps": 0,
-        "steps": 3,
-        "keras": {"builder": "mlp", "inputs": 8, "hidden": [8], "classes": 2},
-    }
-    job.update(over)
-    return job
+def _job(**over: Any) -> Job:
+    return Job(
+        index=0,
+        collective_timeout_s=30,
+        batch_per_worker=8,
+        seed=1,
+        steps=3,
+        keras={"builder": "mlp", "inputs": 8, "hidden": [8], "classes": 2},
+    ).replace(**over)
 
 
 def test_failing_worker_is_reported_and_reaped() -> None:

@@ -6,7 +6,6 @@ import pytest
 from conftest import make_spec
 
 from real.runner import jobs_for, stragglers_of
-from real.worker import _slowdowns
 from sim.simulation import Simulation
 
 
@@ -24,10 +23,10 @@ def test_real_jitter_and_hiccups_are_the_simulated_ones() -> None:
     sim = Simulation(spec)
     total = spec.training.warmup_steps + spec.training.steps
     for job in jobs_for(spec):
-        w = job["index"]
+        w = job.index
         expected = [max(0.0, sim.compute_factor(w, t) - 1) for t in range(total)]
-        assert _slowdowns(job, total) == pytest.approx(expected, rel=1e-12)
-        assert job["hiccups"] == [sim.compute_delay(w, t) for t in range(total)]
+        assert job.step_slowdowns(total) == pytest.approx(expected, rel=1e-12)
+        assert job.hiccups == [sim.compute_delay(w, t) for t in range(total)]
     assert stragglers_of(spec, 2)["slow"] == 1.5 and stragglers_of(spec, 0)["slow"] == 1.0
 
 
