@@ -299,7 +299,7 @@ def document(records: list[dict[str, Any]], analysis: str = "(no analysis yet)")
         "Made by `make bench` (`tools/bench.py`) from `tests/benchmarks/results.jsonl`, the",
         "latest figure of every case; each case is the command line in a fresh process",
         "(imports, the 1-worker baseline and file writing included), the best of its runs;",
-        "peak memory is the largest process's.",
+        "peak memory is the largest process's (for `simulate` only).",
         "",
         "| case | what | wall | target | peak memory | worker-steps/s | measured |",
         "|---|---|---|---|---|---|---|",
@@ -322,9 +322,11 @@ def document(records: list[dict[str, Any]], analysis: str = "(no analysis yet)")
             continue
         rate = r["worker_steps_per_s"]
         shown = f"{rate:,.0f}" if rate is not None else ""
+        # run-real's processes are not all the command's own on Spark: no memory shown
+        memory = f"{r['peak_rss_bytes'] / 2**20:,.0f} MiB" if case.command == "sim.cli" else ""
         lines.append(
             f"| `{case.name}` | {case.what} | {r['wall_s']:.1f} s | {target} "
-            f"| {r['peak_rss_bytes'] / 2**20:,.0f} MiB | {shown} | {where} |"
+            f"| {memory} | {shown} | {where} |"
         )
     slopes = exponents(latest)
     if slopes:
