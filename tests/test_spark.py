@@ -230,6 +230,18 @@ def test_refusals_before_anything_starts(
     assert not (tmp_path / "out").exists()
 
 
+def test_no_java_is_one_line(scenario: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path)  # no java on it
+    proc = run_real(str(scenario), "--out", str(tmp_path / "out"), "--engine", "spark", env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (
+        "run-real: error: real.engine: spark needs a Java runtime (Java 17): none on PATH or "
+        "in JAVA_HOME"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_simulate_on_spark_gives_the_local_results(tmp_path: Path) -> None:
     sweep = ROOT / "scenarios/library/allreduce-algorithms.yaml"
     spark, local = tmp_path / "spark", tmp_path / "local"
