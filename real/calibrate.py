@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from scenarios.dynamics import ScheduledFailure, StragglerSpec
 from scenarios.loader import Scenario
 from scenarios.profile import (
     CLOSURES,
@@ -53,7 +54,7 @@ from scenarios.profile import (
     UpdateEntry,
     restart_job,
 )
-from scenarios.spec import ScenarioSpec, ScheduledFailure, StragglerSpec, StrategySpec
+from scenarios.spec import ScenarioSpec, StrategySpec
 
 from .job import Job
 from .launcher import Launcher

@@ -7,83 +7,40 @@ turns catalog names into full entries and unit strings into SI floats, so a vali
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
-    WithJsonSchema,
     field_validator,
     model_validator,
 )
 
-from . import catalog, keras_layers
-from .units import Kind, parse
-
-DType = Literal["float16", "bfloat16", "float32", "float64"]
-DTYPE_BYTES: dict[str, int] = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
-COMPUTE_DTYPES = ("float64", "float32", "tf32", "float16", "bfloat16", "any")
-
-_EXAMPLES: dict[str, str] = {
-    "time": "10 us",
-    "bytes": "64 MiB",
-    "bandwidth": "25 Gbit/s",
-    "flops": "4.1 GFLOP",
-    "flop_rate": "15.7 TFLOP/s",
-    "count": "25.6e6",
-}
-
-
-def _convert(kind: Kind, gt: float | None = None, ge: float | None = None) -> BeforeValidator:
-    """A validator reading an SI float from a unit string (or a plain number, for counts)."""
-
-    def convert(value: object) -> float:
-        x = parse(value, kind)
-        if gt is not None and not x > gt:
-            raise ValueError(f"must be greater than {gt:g}")
-        if ge is not None and not x >= ge:
-            raise ValueError(f"must be at least {ge:g}")
-        return x
-
-    return BeforeValidator(convert)
-
-
-def _schema(kind: Kind) -> WithJsonSchema:
-    if kind == "count":
-        return WithJsonSchema(
-            {"type": ["number", "string"], "description": "a plain count", "examples": [25.6e6]}
-        )
-    return WithJsonSchema(
-        {
-            "type": "string",
-            "description": f"{kind.replace('_', ' ')} with a unit",
-            "examples": [_EXAMPLES[kind]],
-        }
-    )
-
-
-Seconds = Annotated[float, _convert("time", ge=0), _schema("time")]
-PositiveSeconds = Annotated[float, _convert("time", gt=0), _schema("time")]
-Bytes = Annotated[float, _convert("bytes", ge=0), _schema("bytes")]
-Bandwidth = Annotated[float, _convert("bandwidth", gt=0), _schema("bandwidth")]
-Flops = Annotated[float, _convert("flops", ge=0), _schema("flops")]
-FlopRate = Annotated[float, _convert("flop_rate", gt=0), _schema("flop_rate")]
-Count = Annotated[float, _convert("count", ge=0), _schema("count")]
-
-
-def _catalog_ref(kind: catalog.CatalogKind) -> BeforeValidator:
-    return BeforeValidator(functools.partial(catalog.resolve, kind))
-
-
-class Strict(BaseModel):
-    """Unknown keys are errors; validated objects are immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+from . import keras_layers
+from .dynamics import (
+    CheckpointSpec,
+    FailureSpec,
+    RandomFailure,
+    StragglerSpec,
+)
+from .fields import (
+    COMPUTE_DTYPES,
+    DTYPE_BYTES,
+    Bandwidth,
+    Bytes,
+    Count,
+    DType,
+    FlopRate,
+    Flops,
+    PositiveSeconds,
+    Seconds,
+    Strict,
+    _catalog_ref,
+    _LocatedError,
+)
+from .training import TrainingSpec
 
 # --------------------------------------------------------------------------- model
 
@@ -332,34 +289,6 @@ class ClusterSpec(Strict):
 # ------------------------------------------------------------------------ training
 
 
-class LearningRate(Strict):
-    base: float = Field(default=0.1, gt=0)
-    scaling: Literal["linear", "sqrt", "none"] = "linear"
-    warmup_epochs: float = Field(default=0.0, ge=0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _plain_number(cls, data: Any) -> Any:
-        return (
-            {"base": data} if isinstance(data, int | float) and not isinstance(data, bool) else data
-        )
-
-
-class TrainingSpec(Strict):
-    batch_per_worker: int = Field(default=32, ge=1)
-    # strong scaling: a global batch fixed across a sweep of worker counts; the scenario
-    # then resolves batch_per_worker = global_batch / workers (it must divide evenly)
-    global_batch: int | None = Field(default=None, ge=1)
-    steps: int = Field(default=100, ge=1)
-    # equal work across strategies: the samples the measured steps train, all workers
-    # together; the scenario then resolves each point's steps from it (see
-    # ScenarioSpec._resolve_samples)
-    samples: int | None = Field(default=None, ge=1)
-    warmup_steps: int = Field(default=5, ge=0)
-    data: Literal["synthetic", "digits"] = "synthetic"
-    learning_rate: LearningRate = LearningRate()
-
-
 #: fields that belong to some strategy kinds only
 _KINDS_OF_FIELD = {
     "algorithm": ("allreduce",),
@@ -434,64 +363,6 @@ class StrategySpec(Strict):
                 "'local_aggregation' applies to synchronous training (sync: true) only"
             )
         return self
-
-
-# ----------------------------------------------------------- stragglers, failures
-
-
-class SlowWorkers(Strict):
-    workers: tuple[Annotated[int, Field(ge=0)], ...] = Field(min_length=1)
-    factor: float = Field(gt=0)
-
-
-class Transient(Strict):
-    probability: float = Field(ge=0, le=1)
-    delay: Seconds
-
-
-class StragglerSpec(Strict):
-    jitter: float = Field(default=0.0, ge=0)  # coefficient of variation, lognormal
-    slow: tuple[SlowWorkers, ...] = ()
-    transient: Transient | None = None
-
-
-class ScheduledFailure(Strict):
-    role: Literal["worker", "ps", "chief"]
-    index: int = Field(default=0, ge=0)
-    at_step: int | None = Field(default=None, ge=0)
-    at_time: Seconds | None = None
-    downtime: Seconds = 0.0
-
-    @model_validator(mode="after")
-    def _one_trigger(self) -> ScheduledFailure:
-        if (self.at_step is None) == (self.at_time is None):
-            raise ValueError("give exactly one of at_step or at_time")
-        return self
-
-
-class RandomFailureParams(Strict):
-    mtbf_per_host: PositiveSeconds
-    downtime: Seconds = 0.0
-    roles: tuple[Literal["worker", "ps", "chief"], ...] = ("worker", "ps", "chief")
-
-
-class RandomFailure(Strict):
-    random: RandomFailureParams
-
-
-def _failure_kind(value: Any) -> Any:
-    if isinstance(value, dict) and "random" in value:
-        return RandomFailure.model_validate(value)
-    return value
-
-
-FailureSpec = Annotated[ScheduledFailure | RandomFailure, BeforeValidator(_failure_kind)]
-
-
-class CheckpointSpec(Strict):
-    every_steps: int | None = Field(default=None, ge=1)
-    write_bandwidth: Bandwidth = Field(default="1 GB/s", validate_default=True)
-    restart_overhead: Seconds = Field(default="30 s", validate_default=True)
 
 
 # ------------------------------------------------------------------ backends
@@ -697,11 +568,3 @@ class ScenarioSpec(Strict):
     @property
     def workers(self) -> int:
         return self.cluster.workers
-
-
-class _LocatedError(ValueError):
-    """A cross-field error that knows which field it is about."""
-
-    def __init__(self, loc: tuple[str | int, ...], message: str):
-        super().__init__(message)
-        self.loc = loc

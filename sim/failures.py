@@ -26,8 +26,8 @@ from typing import Any
 import simpy
 
 from scenarios import vocab
+from scenarios.dynamics import RandomFailure, ScheduledFailure
 from scenarios.errors import ScenarioError
-from scenarios.spec import RandomFailure, ScheduledFailure
 
 from .simulation import Simulation
 from .training import Process, Training, trainings

@@ -17,9 +17,10 @@ from typing import Any
 import pandas as pd
 
 from scenarios import vocab
+from scenarios.dynamics import RandomFailure
 from scenarios.loader import Point, Scenario
 from scenarios.profile import Profile
-from scenarios.spec import RandomFailure, ScenarioSpec
+from scenarios.spec import ScenarioSpec
 from scenarios.stats import combine
 
 from .failures import daly_interval, young_interval

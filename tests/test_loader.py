@@ -361,3 +361,50 @@ def test_the_ssp_bound_has_one_name_at_a_time() -> None:
     )
     ring = "strategy: {kind: allreduce, sync: false, max_iterations_ahead: 2}\n"
     assert error_of(MINIMAL + ring).startswith("strategy: 'max_iterations_ahead' applies to kind")
+
+
+def test_a_schedule_in_epochs_needs_the_training_set() -> None:
+    text = BASE_SCHEDULE % "{base: 0.1, warmup_epochs: 5}"
+    with pytest.raises(ScenarioError) as info:
+        loads(text)
+    assert str(info.value) == (
+        "training.dataset_samples: needed by learning_rate.warmup_epochs (an epoch is the "
+        "training set's samples); give it, or train on data: digits"
+    )
+    spec = (
+        loads(
+            text.replace("batch_per_worker: 32", "batch_per_worker: 32, dataset_samples: 1281167")
+        )
+        .points[0]
+        .spec
+    )
+    assert spec.training.epoch_samples == 1281167
+    digits = loads(text.replace("batch_per_worker: 32", "batch_per_worker: 32, data: digits"))
+    assert digits.points[0].spec.training.epoch_samples == 1797
+
+
+@pytest.mark.parametrize(
+    "decay, message",
+    [
+        ("{kind: cosine, milestones: [3]}", "milestones: only step decay has them, not cosine"),
+        ("{kind: step}", "milestones: step decay needs the epochs to decay at"),
+        ("{kind: step, milestones: [3, 2]}", "milestones: must increase, not [3.0, 2.0]"),
+    ],
+)
+def test_decay_refusals(decay: str, message: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        loads(BASE_SCHEDULE % f"{{decay: {decay}}}")
+    assert str(info.value) == f"training.learning_rate.decay: {message}"
+    assert (
+        loads(BASE_SCHEDULE % "{decay: cosine}").points[0].spec.training.learning_rate.decay.kind
+        == "cosine"
+    )
+
+
+BASE_SCHEDULE = """
+version: 1
+name: x
+model: resnet50
+cluster: {hosts: 1, devices_per_host: 2, device: v100, host_link: nvlink2, network: 25GbE}
+training: {batch_per_worker: 32, learning_rate: %s}
+"""
