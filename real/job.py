@@ -28,7 +28,9 @@ class Job:
     # -- training (a worker's; the coordinator's under parameter servers)
     keras: dict[str, Any] = field(default_factory=dict)  # the model's builder and sizes
     batch_per_worker: int = 32
-    learning_rate: float = 0.05
+    learning_rate: float = 0.05  # the rate, where no schedule is given
+    # the rate at every update (scenarios.schedule.Schedule's fields); None: learning_rate
+    schedule: dict[str, Any] | None = None
     warmup_steps: int = 0
     steps: int = 0
     data: str = "synthetic"  # synthetic | digits

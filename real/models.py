@@ -13,6 +13,7 @@ Layer names are explicit and stable: the catalog's per-layer tables are keyed by
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -209,17 +210,51 @@ def build_model(keras_spec: dict[str, Any]) -> keras.Model:
     return _BUILDERS[spec["builder"]](spec)
 
 
+def rate_schedule(fields: dict[str, Any]) -> Any:
+    """`scenarios.schedule.Schedule` as a Keras schedule of the optimizer's update count
+    (its `iterations`, which a checkpoint restores): the rate each update applies."""
+    import keras
+    from keras import ops
+
+    from scenarios.schedule import Schedule
+
+    s = Schedule(**{**fields, "milestones": tuple(fields.get("milestones", ()))})
+
+    class Scheduled(keras.optimizers.schedules.LearningRateSchedule):  # type: ignore[misc]
+        def __call__(self, step: Any) -> Any:
+            u = ops.cast(step, "float32")
+            if s.decay == "step":
+                passed = sum(ops.cast(u >= m, "float32") for m in s.milestones)
+                after = s.peak * ops.power(s.factor, passed)
+            elif s.decay == "cosine":
+                span = max(s.total_updates - s.warmup_updates, 1.0)
+                done = ops.clip((u - s.warmup_updates) / span, 0.0, 1.0)
+                after = s.peak * 0.5 * (1.0 + ops.cos(math.pi * done))
+            else:
+                after = s.peak + 0.0 * u
+            if s.warmup_updates <= 0:
+                return after
+            warming = s.base + (s.peak - s.base) * u / s.warmup_updates
+            return ops.where(u < s.warmup_updates, warming, after)
+
+        def get_config(self) -> dict[str, Any]:
+            return dict(fields)
+
+    return Scheduled()
+
+
 def build_for_training(tf: Any, job: Job, strategy: Any) -> tuple[Any, ...]:
     """Model and optimizer under the strategy, the loss, the input shape and class count.
 
-    SGD with momentum 0.9 at `job.learning_rate`; the optimizer's slots are made at
-    once, under the strategy (made lazily inside a replica function they are not
-    distributed, and the all-reduce finds no destinations).
+    SGD with momentum 0.9 at the job's schedule (`rate_schedule`) or `job.learning_rate`;
+    the optimizer's slots are made at once, under the strategy (made lazily inside a
+    replica function they are not distributed, and the all-reduce finds no destinations).
     """
     keras = tf.keras
     with strategy.scope():
         model = build_model(job.keras)
-        optimizer = keras.optimizers.SGD(learning_rate=job.learning_rate, momentum=0.9)
+        rate = job.learning_rate if job.schedule is None else rate_schedule(job.schedule)
+        optimizer = keras.optimizers.SGD(learning_rate=rate, momentum=0.9)
         optimizer.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
     shape = tuple(model.inputs[0].shape[1:])

@@ -11,6 +11,7 @@ yet by run-real`): never run something else under its name.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -22,9 +23,11 @@ import numpy as np
 import pandas as pd
 
 from scenarios import vocab
+from scenarios.dynamics import RandomFailure
 from scenarios.errors import NotModelledError, ScenarioError
 from scenarios.loader import Point, Scenario
-from scenarios.spec import RandomFailure, ScenarioSpec
+from scenarios.schedule import schedule_of
+from scenarios.spec import ScenarioSpec
 
 from .job import Job
 from .launcher import GaveUp, Generation, InjectedFailure, Kill, Launcher, LaunchResult
@@ -103,10 +106,7 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
     each worker; under parameter servers the coordinator first, then the workers and the
     servers, which serve."""
     n = spec.workers if workers is None else workers
-    lr = spec.training.learning_rate
-    scale = {"linear": n, "sqrt": n**0.5, "none": 1}[lr.scaling]  # Goyal et al.
-    if spec.strategy.kind == "parameter_server" and not spec.strategy.sync:
-        scale = 1  # asynchronous: every update is one worker's batch
+    rates = schedule_of(spec, n)  # scaled, warmed up and decayed as scenarios/schedule.py says
     common = Job(
         index=0,
         workers=n,
@@ -115,7 +115,8 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
         batch_per_worker=spec.training.batch_per_worker,
         seed=spec.seed,
         keras=spec.model.keras.model_dump() if spec.model.keras else {},
-        learning_rate=lr.base * scale,
+        learning_rate=rates.peak,
+        schedule=dataclasses.asdict(rates),
         warmup_steps=spec.training.warmup_steps,
         steps=spec.training.steps,
         data=spec.training.data,

@@ -33,6 +33,9 @@ def trial_jobs(spec: ScenarioSpec, base: Job) -> list[Job]:
     jobs = []
     for index, params in enumerate(trial_grid(dict(spec.strategy.trials or {}))):
         taken = {k: params[k] for k in TAKEN if k in params}
+        if "learning_rate" in params and base.schedule is not None:  # one worker: unscaled
+            rate = params["learning_rate"]
+            taken["schedule"] = {**base.schedule, "base": rate, "peak": rate}
         jobs.append(base.replace(index=0, workers=1, trial=index, hyperparameters=params, **taken))
     return jobs
 

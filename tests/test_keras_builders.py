@@ -123,3 +123,47 @@ def test_module_imports_without_tensorflow() -> None:
         "import real.models; real.models.build_model"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+def test_the_optimizer_applies_the_scenarios_schedule() -> None:
+    """The rate run-real's optimizer applies at given updates, from the scenario: base 0.05
+    scaled linearly by 2 workers to 0.1; an update trains 2 x 16 of the 1,797 digits, so an
+    epoch is 56.15625 updates; warm-up over 1 epoch from 0.05, then x0.1 at epochs 2 and 3."""
+    import tensorflow as tf
+
+    from real.models import build_for_training
+    from real.runner import jobs_for
+    from scenarios import loads
+
+    scenario = loads(
+        """
+version: 1
+name: schedule
+model: {name: m, keras: {builder: mlp, inputs: 64, hidden: [16], classes: 10}}
+cluster: {hosts: 1, devices_per_host: 2, device: cpu, host_link: loopback}
+training:
+  batch_per_worker: 16
+  steps: 200
+  data: digits
+  learning_rate: {base: 0.05, scaling: linear, warmup_epochs: 1,
+                  decay: {kind: step, milestones: [2, 3], factor: 0.1}}
+"""
+    )
+    (point,) = scenario.points
+    job = jobs_for(point.spec)[0]
+    _, optimizer, *_ = build_for_training(tf, job, tf.distribute.get_strategy())
+    epoch = 1797 / 32  # 56.15625
+    warming = 0.05 / epoch  # the warm-up's step per update
+    expected = {
+        0: 0.05,
+        28: 0.05 + 28 * warming,
+        56: 0.05 + 56 * warming,  # the last update of the warm-up
+        57: 0.1,
+        112: 0.1,  # epoch 2 begins at update 112.3125
+        113: 0.01,
+        168: 0.01,  # epoch 3 at 168.47
+        169: 0.001,
+    }
+    for update, rate in expected.items():
+        optimizer.iterations.assign(update)
+        assert float(optimizer.learning_rate) == pytest.approx(rate, rel=1e-6), update
