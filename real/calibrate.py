@@ -298,8 +298,8 @@ def _one_restart(spec: ScenarioSpec) -> float:
     import shutil
     import tempfile
 
+    from .failures import process_of
     from .launcher import InjectedFailure, Kill
-    from .runner import process_of
 
     # a few steps, every one counted (no warm-up), nothing injected but the kill
     short = spec.training.model_copy(update={"steps": 3 * RESTART_STEPS, "warmup_steps": 0})
@@ -346,7 +346,7 @@ def _stopping_failure(spec: ScenarioSpec) -> Any:
     """The point's first failure that stops its job (and so restarts it), as a
     `runner.Failure` to inject, or None: any under all-reduce, a parameter server's or the
     coordinator's; a random one strikes the chief. A parameter-server worker rejoins alone."""
-    from .runner import Failure, process_of
+    from .failures import Failure, process_of
 
     for f in spec.failures:
         failure = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,15 +23,15 @@ import numpy as np
 import pandas as pd
 
 from scenarios import vocab
-from scenarios.dynamics import RandomFailure
 from scenarios.errors import NotModelledError, ScenarioError
 from scenarios.loader import Point, Scenario
 from scenarios.schedule import schedule_of
 from scenarios.spec import ScenarioSpec
 
+from .failures import launch_with_failures
 from .job import Job
-from .launcher import GaveUp, Generation, InjectedFailure, Kill, Launcher, LaunchResult
-from .summary import progress_index, summarize, trace_of
+from .launcher import GaveUp, Launcher, LaunchResult
+from .summary import summarize, trace_of
 
 #: seconds a collective may hang before TensorFlow aborts it (a hang is reported, never waited)
 COLLECTIVE_TIMEOUT_S = 120
@@ -238,15 +238,7 @@ def launch_job(spec: ScenarioSpec, jobs: list[Job]) -> LaunchResult:
     if spec.real.engine == "spark":
         from .spark import SparkLauncher
 
-        settings = spec.real.spark
-        return SparkLauncher(
-            jobs,
-            spec.real.timeout,
-            spec.real.device,
-            settings.master,
-            settings.conf,
-            spec.real.shared_dir,
-        ).run()
+        return SparkLauncher.of(spec, jobs).run()
     return Launcher(jobs, spec.real.timeout, spec.real.device).run()
 
 
@@ -255,7 +247,7 @@ def run_point(point: Point) -> RealPoint:
         return run_trials_point(point)
     started = time.perf_counter()
     spec = point.spec
-    launch = launch_with_failures(spec)
+    launch = launch_with_failures(spec, jobs_for(spec))
     stats, frame = summarize(spec, launch)
     key = repr(jobs_for(spec, 1))
     if not spec.real.baseline:
@@ -295,210 +287,6 @@ def run_point(point: Point) -> RealPoint:
     frame = frame.reindex(columns=list(vocab.STEP_COLUMNS) + ["loss"])
     frame = frame.sort_values(["step", "worker"], kind="stable", ignore_index=True)
     return RealPoint(point.id, row, frame, placement=launch.placement or None)
-
-
-@dataclass
-class Failure:
-    """One failure to inject into a real run: which role, when (a step, or seconds after
-    the first step), for how long the failed process stays down."""
-
-    role: str
-    index: int
-    at_step: int | None
-    at_time: float | None
-    downtime: float
-
-
-def failure_schedule(spec: ScenarioSpec) -> list[Failure]:
-    """The scenario's failures, random ones drawn as the simulator draws them: per host,
-    exponential times between failures from the host's own seeded stream (`failures`),
-    hitting the roles that host carries (one host here: the chief, so the job, and under
-    parameter servers each dedicated server's own "host"), up to `real.timeout`."""
-    from scenarios.streams import stream
-
-    st = spec.strategy
-    schedule = []
-    for f in spec.failures:
-        if not isinstance(f, RandomFailure):
-            schedule.append(Failure(f.role, f.index, f.at_step, f.at_time, f.downtime))
-            continue
-        params = f.random
-        servers = st.servers if st.kind == "parameter_server" else 0
-        for host in range(spec.cluster.hosts + servers):
-            roles = (
-                ({"chief", "worker"} if host == 0 else {"worker"})
-                if host < spec.cluster.hosts
-                else {"ps"}
-            )
-            roles &= set(params.roles)
-            if not roles:
-                continue
-            rng = stream(spec.seed, 0, "failures", host)
-            t = 0.0
-            while True:
-                t += float(rng.exponential(params.mtbf_per_host))
-                if t > spec.real.timeout:
-                    break
-                role = "chief" if "chief" in roles else sorted(roles)[0]
-                index = 0 if role != "ps" else host - spec.cluster.hosts
-                schedule.append(Failure(role, index, None, t, params.downtime))
-    return sorted(schedule, key=lambda f: (f.at_step is None, f.at_step or 0, f.at_time or 0))
-
-
-def process_of(spec: ScenarioSpec, failure: Failure) -> tuple[int, int, bool]:
-    """(process to kill, process whose records count steps, whether it rejoins alone)."""
-    if spec.strategy.kind == "parameter_server":  # jobs: chief, workers, servers
-        if failure.role == "worker":
-            return 1 + failure.index, 0, True  # a worker rejoins; the coordinator goes on
-        if failure.role == "ps":
-            return 1 + spec.workers + failure.index, 0, False
-        return 0, 0, False  # the coordinator
-    index = failure.index if failure.role == "worker" else 0
-    return index, index, False
-
-
-def _kills(spec: ScenarioSpec, pending: list[Failure]) -> list[Kill]:
-    """The launcher's kills of the failures still to come, in order."""
-    kills = []
-    for failure in pending:
-        process, watch, rejoins = process_of(spec, failure)
-        kills.append(
-            Kill(
-                process=process,
-                watch=watch,
-                at_step=failure.at_step,
-                at_time=failure.at_time,
-                restart_after=failure.downtime if rejoins else None,
-            )
-        )
-    return kills
-
-
-def _local_generations(
-    spec: ScenarioSpec, jobs: list[Job], pending: list[Failure]
-) -> Generator[Generation, None, None]:
-    """Launch the job here, again after each failure that stops it (once its downtime
-    has passed), until a launch finishes."""
-    origin: float | None = None  # host clock of the run's first step (at_time counts from it)
-    while True:
-        kills = _kills(spec, pending)
-        launcher = Launcher(jobs, spec.real.timeout, spec.real.device, kills, origin=origin)
-        try:
-            result = launcher.run()
-            stopped_at = None
-        except InjectedFailure as exc:
-            assert exc.result is not None
-            result = exc.result
-            stopped_at = launcher.killed_at or time.time()
-        origin = launcher.origin if origin is None else origin
-        struck = [k for k in kills if k.killed_at is not None]
-        yield Generation(result, struck, stopped_at)
-        if stopped_at is None:
-            return
-        downtime = pending[len(struck) - 1].downtime
-        pending = pending[len(struck) :]
-        time.sleep(downtime)
-
-
-def _spark_generations(
-    spec: ScenarioSpec, jobs: list[Job], pending: list[Failure]
-) -> Generator[Generation, None, None]:
-    """Run the job as one Spark stage, which Spark's stage retry starts again after each
-    failure that stops it (`real/spark.py`)."""
-    from .spark import SparkLauncher
-    from .spark_task import planned
-
-    settings = spec.real.spark
-    launcher = SparkLauncher(
-        jobs,
-        spec.real.timeout,
-        spec.real.device,
-        settings.master,
-        settings.conf,
-        spec.real.shared_dir,
-    )
-    kills = _kills(spec, pending)
-    yield from launcher.generations(
-        [planned(k, f.downtime) for k, f in zip(kills, pending, strict=True)]
-    )
-
-
-def launch_with_failures(spec: ScenarioSpec) -> LaunchResult:
-    """Run a point; kill the processes its failures name; recover as the contract says.
-
-    A worker under parameter servers is killed and started again after its `downtime` on
-    the same address: it rejoins, and the coordinator reschedules what it was running.
-    Any other failure stops the job (under all-reduce the survivors' next collective fails
-    within a fraction of a second; under parameter servers the coordinator's next call
-    does, docs/tf-notes.md): every process is ended, the `downtime` waited, and the cluster
-    started again, restoring the last `tf.train.CheckpointManager` checkpoint (every
-    `checkpoint.every_steps`) and redoing the steps since; on Spark the stage's retry
-    starts it again. `at_time` counts from the first step of the run; a failure whose
-    time passes while the job restarts strikes as the restarted job takes its first step.
-    Failures, lost steps, recovery (downtime + measured restart to the next step, or to
-    the worker serving again) and checkpoint time are measured.
-    """
-    import shutil
-    import tempfile
-
-    pending = failure_schedule(spec)
-    spark = spec.real.engine == "spark"
-    # checkpoints: where every process sees them (on Spark, real.shared_dir where given)
-    shared = spec.real.shared_dir if spark else None
-    directory = tempfile.mkdtemp(prefix="trainscale-ckpt-", dir=shared)
-    jobs = [
-        job.replace(checkpoint_dir=directory, checkpoint_every=spec.checkpoint.every_steps)
-        for job in jobs_for(spec)
-    ]
-    total = LaunchResult()
-    failed_at: float | None = None
-    launches = (_spark_generations if spark else _local_generations)(spec, jobs, pending)
-    try:
-        for number, generation in enumerate(launches):
-            result = generation.result
-            for record in result.records:
-                record["generation"] = number
-            total.records.extend(result.records)
-            total.placement += [dict(p, generation=number) for p in result.placement]
-            if number == 0:
-                total.launched = result.launched
-            if failed_at is not None:
-                starts = [r["start"] for r in result.records if r.get("event") == "step"]
-                total.recovery_time_s += (min(starts) if starts else time.time()) - failed_at
-            for kill in generation.struck:
-                total.failures += 1
-                if kill.restart_after is not None:  # a worker that rejoined: the job went on
-                    back = [
-                        r["time"]
-                        for r in result.records
-                        if r.get("event") == "serving" and r["time"] > (kill.killed_at or 0)
-                    ]
-                    # not back before the job ended or stopped: down until then
-                    end = kill.restarted_at or generation.stopped_at or result.finished
-                    back_at = min(back) if back else end or time.time()
-                    total.recovery_time_s += back_at - (kill.killed_at or 0)
-            if generation.stopped_at is None:
-                total.finished = result.finished
-                return total
-            fatal = [k for k in generation.struck if k.restart_after is None][-1]
-            done = max(
-                (progress_index(r) + 1 for r in result.records if _counts(r, fatal.watch)),
-                default=0,
-            )
-            saved = max((r["step"] for r in total.of("checkpoint") if r["worker"] == 0), default=0)
-            total.lost_steps += max(0, done - saved)
-            failed_at = generation.stopped_at
-        raise AssertionError("the launches ended without one that finished")
-    finally:
-        launches.close()
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _counts(record: dict[str, Any], watch: int) -> bool:
-    """A record that counts the job's progress."""
-    if record.get("event") in ("round", "progress"):
-        return True
-    return record.get("event") == "step" and record.get("worker") == watch
 
 
 def run(

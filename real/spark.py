@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scenarios.spark import DEFAULT_MASTER, is_local, session
+from scenarios.spec import ScenarioSpec
 
 from .job import Job
 from .launcher import GaveUp, Generation, Kill, LaunchResult, RunError
@@ -58,6 +59,19 @@ class SparkLauncher:
         self.master = master
         self.conf = dict(conf or {})
         self.shared_dir = shared_dir
+
+    @classmethod
+    def of(cls, spec: ScenarioSpec, jobs: list[Job]) -> SparkLauncher:
+        """The launcher of a point's job on the point's Spark master and shared directory."""
+        settings = spec.real.spark
+        return cls(
+            jobs,
+            spec.real.timeout,
+            spec.real.device,
+            settings.master,
+            settings.conf,
+            spec.real.shared_dir,
+        )
 
     def run(self) -> LaunchResult:
         """Run the job once, without failures."""

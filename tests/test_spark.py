@@ -22,6 +22,7 @@ pytest.importorskip("pyspark")
 if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
     pytest.skip("no Java runtime for Spark", allow_module_level=True)
 
+from jobs import PS_FAILURES, check_ps_failures  # noqa: E402
 from processes import run_real, workers_alive  # noqa: E402
 
 from scenarios import vocab  # noqa: E402
@@ -134,37 +135,17 @@ def test_killed_worker_recovers_from_checkpoint_on_spark(scenario: Path, tmp_pat
 
 
 def test_parameter_server_failures_on_spark(scenario: Path, tmp_path: Path) -> None:
-    """Async PS on local[4] (coordinator, 2 workers, 1 server), checkpoint every 5 updates:
-    worker 1 is killed at update 8 and started again by its task after 1 s (it rejoins;
-    the stage goes on), the server at update 22 (the stage fails, and Spark's retry starts
-    the job again from the checkpoint of update 20), as the local run does."""
+    """The local run's async PS failures (tests/jobs.py) on local[4] (coordinator, 2
+    workers, 1 server): worker 1's task starts it again and it rejoins, the stage going on;
+    the server's failure fails the stage, and Spark's retry starts the job again from the
+    checkpoint. The same files as the local run's."""
     out = tmp_path / "ps-fail"
     proc = run_real(
-        str(scenario),
-        "--out",
-        str(out),
-        "--master",
-        "local[4]",
-        "--quiet",
-        "--set",
-        "strategy={kind: parameter_server, servers: 1, sync: false}",
-        "--set",
-        "training.steps=28",
-        "--set",
-        "checkpoint.every_steps=5",
-        "--set",
-        "failures=[{role: worker, index: 1, at_step: 8, downtime: 1 s}, "
-        "{role: ps, index: 0, at_step: 22, downtime: 1 s}]",
+        str(scenario), "--out", str(out), "--master", "local[4]", "--quiet", *PS_FAILURES
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert workers_alive() == []
-    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
-    assert row["failures"] == 2 and 0 < row["lost_steps"] <= 5
-    assert row["recovery_time_s"] >= 2.0  # two downtimes of 1 s, plus measured restarts
-    steps = pd.read_csv(out / vocab.STEPS_FILE)
-    assert set(steps.generation) == {0, 1}
-    kept = steps[~steps.lost]
-    assert 28 + 2 - 5 <= len(kept) <= 28 + 2  # as in test_real's local run
+    check_ps_failures(out)
     (placed,) = json.loads((out / vocab.META_FILE).read_text())["placement"].values()
     assert {p["attempt"] for p in placed} == {0, 1} and len(placed) == 2 * 4
 
