@@ -68,6 +68,10 @@ def session(master: str, conf: Mapping[str, str]) -> Any:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.executorEnv.PYTHONPATH", path)
         .config("spark.task.maxFailures", "1")
+        # a barrier stage needs its slots at once: start once every executor asked for has
+        # registered (Spark waits at most spark.scheduler.maxRegisteredResourcesWaitingTime),
+        # not with the first, or the slots are too few and the tasks crowd onto it
+        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
     )
     if is_local(master):  # nothing listens beyond this host (local-cluster's daemons too)
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"

@@ -85,8 +85,8 @@ def test_ring_and_parameter_servers_on_two_executors(tmp_path: Path) -> None:
     placed = meta["placement"]
     assert sorted(p["process"] for p in placed[ring["point"]]) == [0, 1]
     assert len(placed[ps["point"]]) == 4  # the coordinator, two workers, the server
-    # Spark offers a stage's tasks to the executors in turn: the ring's two are on both
-    assert {p["executor"] for p in placed[ring["point"]]} == {"0", "1"}
+    # the PS job's four processes fill both executors' slots; Spark places the ring's two
+    # where it offers slots (once in nine runs both on one executor)
     assert {p["executor"] for p in placed[ps["point"]]} == {"0", "1"}
     assert meta["points"][0]["resolved"]["real"]["engine"] == "spark"
 
