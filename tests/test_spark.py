@@ -42,6 +42,11 @@ real: {timeout: 4 min, baseline: false}
 """
 
 
+def run_on_local_2(scenario: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`run-real SCENARIO --out OUT` on `local[2]`, quietly, with `args`."""
+    return run_real(str(scenario), "--out", str(out), "--master", "local[2]", "--quiet", *args)
+
+
 @pytest.fixture
 def scenario(tmp_path: Path) -> Path:
     path = tmp_path / "spark.yaml"
@@ -105,13 +110,9 @@ def test_too_few_slots_is_one_line(scenario: Path, tmp_path: Path) -> None:
 
 def test_killed_worker_recovers_from_checkpoint_on_spark(scenario: Path, tmp_path: Path) -> None:
     out = tmp_path / "fail"
-    proc = run_real(
-        str(scenario),
-        "--out",
-        str(out),
-        "--master",
-        "local[2]",
-        "--quiet",
+    proc = run_on_local_2(
+        scenario,
+        out,
         "--set",
         "checkpoint.every_steps=3",
         "--set",
@@ -156,13 +157,9 @@ def test_spark_giving_up_is_one_line_and_writes_what_finished(
 ) -> None:
     # one attempt allowed: the second point's failure ends the run; the first is written
     out = tmp_path / "out"
-    proc = run_real(
-        str(scenario),
-        "--out",
-        str(out),
-        "--master",
-        "local[2]",
-        "--quiet",
+    proc = run_on_local_2(
+        scenario,
+        out,
         "--set",
         "cluster.devices_per_host=1",
         "--set",
@@ -247,13 +244,9 @@ def test_simulate_on_spark_gives_the_local_results(tmp_path: Path) -> None:
 
 def test_trials_on_spark_and_the_best_one(scenario: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_real(
-        str(scenario),
-        "--out",
-        str(out),
-        "--master",
-        "local[2]",
-        "--quiet",
+    proc = run_on_local_2(
+        scenario,
+        out,
         "--set",
         "strategy={kind: independent, trials: {learning_rate: [0.001, 0.01, 0.05, 0.2]}}",
         "--set",
