@@ -176,8 +176,19 @@ def _write(
     placement = {p.point_id: p.placement for p in points if p.placement}
     if placement:  # real.engine: spark: where each process ran
         meta["placement"] = placement
+    targets = {p.point_id: p.target for p in points if p.target}
+    if targets:  # why a point's time-to-target columns are empty
+        meta["targets"] = targets
     traces = {p.point_id: p.trace for p in points if p.trace is not None}
-    write_run(out_dir, results, steps, meta, traces)
+    curves = [p.curves for p in points if p.curves is not None]
+    write_run(
+        out_dir,
+        results,
+        steps,
+        meta,
+        traces,
+        pd.concat(curves, ignore_index=True) if curves else None,
+    )
 
 
 class _Recalibration:

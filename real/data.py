@@ -24,3 +24,15 @@ def digits(shape: Any) -> tuple[np.ndarray, np.ndarray]:
     bunch = load_digits()
     x = (bunch.data / 16.0).astype(np.float32).reshape((-1, *tuple(shape)))
     return x, bunch.target.astype(np.int32)
+
+
+def digits_split(shape: Any, holdout: int, seed: int) -> tuple[np.ndarray, ...]:
+    """The digits set split into (x_train, y_train, x_held, y_held): `holdout` images
+    drawn from a permutation seeded by the run's seed, the same in every process of a
+    job; with `holdout` 0, all of it trains and nothing is held out."""
+    x, y = digits(shape)
+    if holdout <= 0:
+        return x, y, x[:0], y[:0]
+    order = np.random.default_rng([seed, 0x5EED]).permutation(len(y))
+    held, train = order[:holdout], np.sort(order[holdout:])
+    return x[train], y[train], x[held], y[held]

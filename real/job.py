@@ -34,6 +34,11 @@ class Job:
     warmup_steps: int = 0
     steps: int = 0
     data: str = "synthetic"  # synthetic | digits
+    # -- time to target: evaluate on the held-out images every `eval_every` updates (0:
+    # never), stop once the target ({metric: accuracy | loss, value}) is met
+    target: dict[str, Any] | None = None
+    eval_every: int = 0
+    holdout: int = 0  # digits images held out of training for evaluation
     bytes_per_pack: int = 0  # MultiWorkerMirroredStrategy's packs of gradients (0: one)
     # -- stragglers this process injects
     jitter: float = 0.0  # lognormal step-time jitter (coefficient of variation)

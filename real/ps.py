@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from . import protocol
+from .evaluate import Evaluator
 from .job import Job
 from .worker import checkpointing
 
@@ -101,6 +102,8 @@ def coordinate(job: Job) -> None:
     total = job.warmup_steps + job.steps
     done, save = checkpointing(tf, job, None, model, optimizer)
     every = job.checkpoint_every or total
+    evaluator = Evaluator.of(tf, job, model, shape)
+    evaluate = evaluator.job.eval_every if evaluator is not None else total
     iterations: dict[int, int] = {}  # per worker: its closures so far
     chunks = 0
 
@@ -126,11 +129,9 @@ def coordinate(job: Job) -> None:
                 }
             )
 
-    while done < total:  # a checkpoint is a barrier: in-flight updates end, then it is saved
-        chunk = [
-            coordinator.schedule(update, args=(iterator,))
-            for _ in range(min(every - done % every, total - done))
-        ]
+    while done < total:  # a checkpoint (or an evaluation) is a barrier: in-flight updates end
+        ahead = min(every - done % every, total - done, evaluate - done % evaluate)
+        chunk = [coordinator.schedule(update, args=(iterator,)) for _ in range(ahead)]
         fetched = []
         for value in chunk:  # progress as updates complete (failures are injected on it)
             fetched.append(_fetch(tf, value))
@@ -140,6 +141,8 @@ def coordinate(job: Job) -> None:
         report(fetched, chunks)
         chunks += 1
         save(done)
+        if evaluator is not None and evaluator.due(done, total) and evaluator(done, -1):
+            break
     protocol.emit({"event": "done", "worker": -1, "time": time.time()})
 
 
@@ -165,9 +168,9 @@ def _synthetic(tf: Any, job: Job, batch: int, shape: Any, classes: int, seed: in
     """The per-worker dataset function: synthetic data made once, repeated (tf_cnn_benchmarks'
     way), or the digits data set (`training.data: digits`)."""
     if job.data == "digits":
-        from .data import digits
+        from .data import digits_split
 
-        x_all, y_all = digits(shape)
+        x_all, y_all, _, _ = digits_split(shape, job.holdout, job.seed)  # the training split
 
         def digits_fn() -> Any:
             return (
@@ -359,6 +362,7 @@ def coordinate_sync(job: Job) -> None:
         )
 
     reopen(tf.constant(first * ROUND, tf.int64))  # a restored job resumes at round `first`
+    evaluator = Evaluator.of(tf, job, model, shape)
     for round_ in range(first, total):
         opened = time.time()
         schedule(round_, workers)
@@ -383,6 +387,8 @@ def coordinate_sync(job: Job) -> None:
             }
         )
         save(round_ + 1)
+        if evaluator is not None and evaluator.due(round_ + 1, total) and evaluator(round_ + 1, -1):
+            break
     coordinator.join()
     seen: dict[tuple[int, int], int] = {}
     for round_, value in closures:

@@ -82,6 +82,11 @@ def check_supported(spec: ScenarioSpec) -> None:
     shared = spec.real.shared_dir
     if spark and shared is not None and not Path(shared).is_dir():
         raise ScenarioError(f"real.shared_dir: {shared} is not a directory here")
+    if spec.training.target is not None and spec.training.data != "digits":
+        raise ScenarioError(
+            f"training.target: run-real measures it on held-out real data, and "
+            f"training.data is {spec.training.data} (use data: digits)"
+        )
     if spec.model.keras is None:
         raise ScenarioError(
             f"model: {spec.model.name} has no keras builder, so run-real cannot build it"
@@ -121,6 +126,7 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
         steps=spec.training.steps,
         data=spec.training.data,
         bytes_per_pack=bytes_per_pack(spec),
+        **target_fields(spec),
     )
     st = spec.strategy
     if st.kind == "parameter_server":  # even alone, a worker talks to its servers
@@ -139,6 +145,18 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
         servers = [common.replace(role="ps", index=j, serve=True) for j in range(st.servers)]
         return [chief, *workers_, *servers]
     return [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]
+
+
+def target_fields(spec: ScenarioSpec) -> dict[str, Any]:
+    """A job's evaluation and target: none without `training.target`."""
+    target = spec.training.target
+    if target is None:
+        return {}
+    return {
+        "target": target.model_dump(),
+        "eval_every": spec.training.evaluation.every_steps,
+        "holdout": spec.training.holdout_samples,
+    }
 
 
 def bytes_per_pack(spec: ScenarioSpec) -> int:
@@ -183,6 +201,8 @@ class RealPoint:
     runs: list[dict[str, float]] | None = None
     # real.engine: spark: the executor and host of each process
     placement: list[dict[str, Any]] | None = None
+    curves: pd.DataFrame | None = None  # with a target: the metric at every evaluation
+    target: str | None = None  # why the time-to-target columns are empty
 
 
 _BASELINES: dict[str, float] = {}
@@ -249,6 +269,7 @@ def run_point(point: Point) -> RealPoint:
     spec = point.spec
     launch = launch_with_failures(spec, jobs_for(spec))
     stats, frame = summarize(spec, launch)
+    curve, why = stats.pop("curve"), stats.pop("target_reason")
     key = repr(jobs_for(spec, 1))
     if not spec.real.baseline:
         base = math.nan  # no 1-worker run: no scaling efficiency
@@ -286,7 +307,29 @@ def run_point(point: Point) -> RealPoint:
     frame.insert(0, "point", point.id)
     frame = frame.reindex(columns=list(vocab.STEP_COLUMNS) + ["loss"])
     frame = frame.sort_values(["step", "worker"], kind="stable", ignore_index=True)
-    return RealPoint(point.id, row, frame, placement=launch.placement or None)
+    return RealPoint(
+        point.id,
+        row,
+        frame,
+        placement=launch.placement or None,
+        curves=None if curve is None else curve_frame(point.id, spec, curve),
+        target=why,
+    )
+
+
+def curve_frame(point_id: str, spec: ScenarioSpec, curve: dict[str, Any]) -> pd.DataFrame:
+    """curves.csv's rows of one run of a point."""
+    target = spec.training.target
+    assert target is not None
+    return pd.DataFrame(
+        {
+            "point": point_id,
+            "replication": 0,
+            **{k: curve[k] for k in ("step", "samples", "epoch", "time_s")},
+            "metric": target.metric,
+            "value": curve["value"],
+        }
+    ).reindex(columns=list(vocab.CURVE_COLUMNS))
 
 
 def run(
@@ -356,6 +399,9 @@ def merge_repeats(runs: list[RealPoint]) -> RealPoint:
     row["wall_time_s"] = sum(run.row["wall_time_s"] for run in runs)
     steps = pd.concat(frames, ignore_index=True)
     figures = [{key: float(run.row[key]) for key in RUN_FIGURES if key in run.row} for run in runs]
+    curves = [
+        run.curves.assign(replication=i) for i, run in enumerate(runs) if run.curves is not None
+    ]
     placement = runs[0].placement
     if len(runs) > 1 and placement:  # each run's own, marked with the run
         placement = [dict(p, run=i) for i, run in enumerate(runs) for p in run.placement or []]
@@ -365,11 +411,18 @@ def merge_repeats(runs: list[RealPoint]) -> RealPoint:
         steps,
         runs=figures if len(runs) > 1 else None,
         placement=placement,
+        curves=pd.concat(curves, ignore_index=True) if curves else None,
+        target=next((run.target for run in runs if run.target), None),
     )
 
 
 #: per run of a repeated point, what meta.json's `runs` keeps
-RUN_FIGURES = ("step_time_mean_s", "throughput_samples_per_s", "training_time_s")
+RUN_FIGURES = (
+    "step_time_mean_s",
+    "throughput_samples_per_s",
+    "training_time_s",
+    "time_to_target_s",
+)
 
 
 def require_gpu() -> None:

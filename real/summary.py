@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from scenarios import vocab
+from scenarios.convergence import to_target
 from scenarios.spec import ScenarioSpec
 from scenarios.stats import step_stats
 
@@ -62,15 +63,21 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
     t0 = min(r["start"] for r in records)
     asynchronous = spec.strategy.kind == "parameter_server" and not spec.strategy.sync
     rounds = {r["step"]: r for r in launch.of("round")}  # sync PS: a step ends at its update
+    # a job with a target stops once it is met: the steps it ran, not the bound
+    ran = len(records) if asynchronous else 1 + max([r["step"] for r in records] + list(rounds))
+    warmup = min(warmup, ran - 1)  # (a target met within the warm-up: measure what ran)
+    steps = min(steps, ran - warmup)
     if asynchronous:  # a step is one update (one worker's batch), in order of completion
-        ends = np.sort(np.array([r["end"] for r in records]))
+        ends = np.sort(np.array([r["end"] for r in records]))[: warmup + steps]
         samples = spec.training.batch_per_worker * steps
     else:  # a step ends when its last worker's update ends
         ends = np.full(warmup + steps, -np.inf)
         for r in records:
-            ends[r["step"]] = max(ends[r["step"]], r["end"])
+            if r["step"] < len(ends):
+                ends[r["step"]] = max(ends[r["step"]], r["end"])
         for step, r in rounds.items():
-            ends[step] = r["end"]
+            if step < len(ends):
+                ends[step] = r["end"]
         # what reached the model: each round applies workers - backup_workers gradients
         samples = (n - spec.strategy.backup_workers) * spec.training.batch_per_worker * steps
     begin = ends[warmup - 1] if warmup else t0
@@ -90,6 +97,7 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
     staleness = [r.get("staleness", 0) for r in window] or [0]
     last = max(r["step"] for r in records)
     row = {
+        "steps": steps,
         **step_stats(durations),
         "samples_trained": samples,
         "throughput_samples_per_s": samples / training_time,
@@ -115,6 +123,7 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
         - launch.launched,
         "final_loss": float(np.mean([r["loss"] for r in records if r["step"] == last])),
     }
+    row.update(target_row(spec, launch, resumed, float(begin)))
     kept = {id(r) for r in records}
     frame = pd.DataFrame(
         {
@@ -134,6 +143,58 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
         }
     )
     return row, frame
+
+
+def curve_of(
+    spec: ScenarioSpec, launch: LaunchResult, resumed: dict[int, int], t0: float
+) -> dict[str, np.ndarray] | None:
+    """The held-out metric at every evaluation (the simulator's `curve`), times from `t0`
+    (the start of the measured steps), or None where the point has no target. An
+    evaluation of a generation whose steps were lost to a restart is lost with them."""
+    target = spec.training.target
+    if target is None:
+        return None
+    evals = [
+        r
+        for r in launch.of("eval")
+        if not any(g > r.get("generation", 0) and first < r["step"] for g, first in resumed.items())
+    ]
+    evals = sorted(evals, key=lambda r: (r["step"], r["end"]))
+    evals = [
+        r for i, r in enumerate(evals) if i + 1 == len(evals) or evals[i + 1]["step"] != r["step"]
+    ]
+    steps = np.array([r["step"] for r in evals], dtype=int)
+    samples = steps * float(spec.samples_per_step)
+    epoch = spec.training.epoch_samples
+    return {
+        "step": steps,
+        "samples": samples,
+        "epoch": samples / epoch if epoch else samples * np.nan,
+        "time_s": np.array([r["end"] - t0 for r in evals], dtype=float),
+        "value": np.array([r[target.metric] for r in evals], dtype=float),
+    }
+
+
+def target_row(
+    spec: ScenarioSpec, launch: LaunchResult, resumed: dict[int, int], t0: float
+) -> dict[str, Any]:
+    """results.csv's time-to-target columns, `curve` (for curves.csv) and `target_reason`
+    (for meta.json, where the columns are empty)."""
+    curve = curve_of(spec, launch, resumed, t0)
+    if curve is None:
+        return {**dict.fromkeys(vocab.TARGET_COLUMNS, np.nan), "curve": None, "target_reason": None}
+    target = spec.training.target
+    assert target is not None
+    columns, why = to_target(
+        curve["step"],
+        curve["samples"],
+        curve["epoch"],
+        curve["time_s"],
+        curve["value"],
+        target.metric,
+        target.value,
+    )
+    return {**columns, "curve": curve, "target_reason": why}
 
 
 def free_since(records: list[dict[str, Any]], serving: list[dict[str, Any]]) -> dict[int, float]:

@@ -6,6 +6,7 @@ custom loop (Keras 3 `fit` fails under MultiWorkerMirroredStrategy, docs/tf-note
 
     strategy.run(step): gradients, tf.timestamp() -> compute_end,
                         apply_gradients (all-reduce + update) -> end
+    then, with a target, every few steps: the held-out evaluation (real/evaluate.py)
 
 Data are synthetic: random tensors made once, as tf_cnn_benchmarks does, so that input
 never limits the step.
@@ -48,9 +49,9 @@ def _batches(tf: Any, job: Job, batch: int, shape: Any, classes: int) -> Any:
     if job.data == "digits":
         import numpy as np
 
-        from .data import digits
+        from .data import digits_split
 
-        x_all, y_all = digits(shape)
+        x_all, y_all, _, _ = digits_split(shape, job.holdout, job.seed)  # the training split
         x_all, y_all = x_all[job.index :: job.workers], y_all[job.index :: job.workers]
         rng = np.random.default_rng(seed)
 
@@ -127,6 +128,9 @@ def run(job: Job) -> None:
     tf.random.set_seed(job.seed * 1000 + index)
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
     batches = _batches(tf, job, batch, shape, classes)
+    from .evaluate import Evaluator
+
+    evaluator = Evaluator.of(tf, job, model, shape)
 
     def replica_step(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
@@ -180,6 +184,8 @@ def run(job: Job) -> None:
             }
         )
         save(step + 1)
+        if evaluator is not None and evaluator.due(step + 1, total) and evaluator(step + 1, index):
+            break  # the target is met (every replica decides alike: same weights)
     protocol.emit({"event": "done", "worker": index, "time": time.time()})
 
 

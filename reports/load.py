@@ -37,7 +37,11 @@ REQUIRED_VALUES = (
 )
 #: results.csv columns added after the contract's first version, with the value a file
 #: written before them means
-ADDED_COLUMNS = {"dropped_samples_per_s": 0.0, "samples_trained": float("nan")}
+ADDED_COLUMNS = {
+    "dropped_samples_per_s": 0.0,
+    "samples_trained": float("nan"),
+    **dict.fromkeys(vocab.TARGET_COLUMNS, float("nan")),  # no target: empty
+}
 #: steps.csv columns the report reads (the file has all of vocab.STEP_COLUMNS)
 STEP_NUMBERS = ("worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s", "staleness")
 STEP_FLAGS = ("warmup", "lost")

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import yaml
 
-CatalogKind = Literal["model", "device", "link", "network", "collective"]
+CatalogKind = Literal["model", "device", "link", "network", "collective", "convergence"]
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
 _FILES = {
@@ -22,6 +22,7 @@ _FILES = {
     "link": "links.yaml",
     "network": "networks.yaml",
     "collective": "collectives.yaml",
+    "convergence": "convergence.yaml",
 }
 
 

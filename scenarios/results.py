@@ -127,11 +127,13 @@ def write_run(
     steps: pd.DataFrame,
     meta: Mapping[str, Any],
     traces: Mapping[str, str],
+    curves: pd.DataFrame | None = None,
 ) -> list[Path]:
-    """Write results.csv, steps.csv, meta.json and trace-<point>.json files into out_dir.
+    """Write results.csv, steps.csv, meta.json, trace-<point>.json files and, where a
+    point has a target, curves.csv into out_dir.
 
-    Traces of an earlier run in the same directory are removed, so that every file there
-    belongs to this run.
+    Traces and curves of an earlier run in the same directory are removed, so that every
+    file there belongs to this run.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -141,6 +143,12 @@ def write_run(
     ):
         write_atomic(path, csv_chunks(frame))
         written.append(path)
+    curves_path = out_dir / vocab.CURVES_FILE
+    if curves is not None:
+        write_atomic(curves_path, csv_chunks(curves))
+        written.append(curves_path)
+    else:
+        curves_path.unlink(missing_ok=True)
     for point_id, text in traces.items():
         path = out_dir / vocab.trace_file(point_id)
         write_atomic(path, text)

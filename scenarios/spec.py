@@ -7,6 +7,7 @@ turns catalog names into full entries and unit strings into SI floats, so a vali
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -18,7 +19,8 @@ from pydantic import (
     model_validator,
 )
 
-from . import keras_layers
+from . import catalog, keras_layers
+from .convergence import ConvergenceSpec
 from .dynamics import (
     CheckpointSpec,
     FailureSpec,
@@ -75,6 +77,20 @@ class ModelSpec(Strict):
     classes: int | None = Field(default=None, ge=1)
     keras: KerasSpec | None = None
     layers: tuple[Layer, ...] | None = None
+    # statistical efficiency on its data set (scenarios/convergence.py): a catalog name,
+    # a mapping, or, for a catalog model, its own entry where the catalog has one
+    convergence: Annotated[ConvergenceSpec | None, _catalog_ref("convergence")] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _catalog_convergence(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and "convergence" not in data
+            and data.get("base") in catalog.names("convergence")
+        ):
+            data = {**data, "convergence": data["base"]}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -496,6 +512,32 @@ class ScenarioSpec(Strict):
             return self
         self._replacing("samples", "steps")
         self._resolve(steps=max(1, -(-samples // self.samples_per_step)))
+        return self
+
+    @model_validator(mode="after")
+    def _resolve_bound(self) -> ScenarioSpec:
+        """`training.max_steps` (or `max_epochs`) bounds every update, warm-up steps
+        included: the point's steps are the bound less the warm-up. An epoch is the
+        training split over the samples one update applies (samples_per_step)."""
+        training = self.training
+        if training.max_steps is not None:
+            field, bound = "max_steps", training.max_steps
+        elif training.max_epochs is not None:
+            field = "max_epochs"
+            epoch = (training.epoch_samples or 0) / self.samples_per_step
+            bound = max(1, math.ceil(training.max_epochs * epoch - 1e-9))
+        else:
+            return self
+        where = self._replacing(field, "steps")
+        if "samples" in training.model_fields_set and training.samples is not None:
+            raise _LocatedError(where, "give samples or a bound, not both")
+        if bound <= training.warmup_steps:
+            raise _LocatedError(
+                where,
+                f"{getattr(training, field)} is {bound} updates, not more than warmup_steps "
+                f"{training.warmup_steps}",
+            )
+        self._resolve(steps=bound - training.warmup_steps)
         return self
 
     @property

@@ -89,7 +89,10 @@ def combine(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         ("step_time_mean_s", "step_time_mean_ci95_s"),
         ("throughput_samples_per_s", "throughput_ci95_samples_per_s"),
         ("training_time_s", "training_time_ci95_s"),
+        ("time_to_target_s", "time_to_target_ci95_s"),
     ):
+        if key not in rows[0]:
+            continue
         samples = np.array([r[key] for r in rows], dtype=float)
         out[ci] = float(t95(n - 1) * samples.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
     out["replications"] = n

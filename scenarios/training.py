@@ -1,5 +1,7 @@
-"""The scenario's `training` section: batch, steps, data and the learning-rate schedule
-(the rates themselves: `scenarios/schedule.py`)."""
+"""The scenario's `training` section: batch, steps, data, the learning-rate schedule (the
+rates themselves: `scenarios/schedule.py`), and the target training runs to (`target`,
+bounded by `max_steps` or `max_epochs`, measured on a held-out split every
+`evaluation.every_steps` updates)."""
 
 from __future__ import annotations
 
@@ -53,6 +55,38 @@ class LearningRate(Strict):
         )
 
 
+class Target(Strict):
+    """What training runs to: `accuracy` at least `value`, or `loss` at most `value`, on
+    the held-out split."""
+
+    metric: Literal["accuracy", "loss"]
+    value: float
+
+    @model_validator(mode="after")
+    def _in_range(self) -> Target:
+        if self.metric == "accuracy" and not 0 < self.value <= 1:
+            raise _LocatedError(("value",), f"{self.value}: an accuracy is a fraction in (0, 1]")
+        if self.metric == "loss" and self.value <= 0:
+            raise _LocatedError(("value",), f"{self.value}: a loss target is above 0")
+        return self
+
+    def met(self, metric: float) -> bool:
+        if metric != metric:  # NaN: a diverged run meets nothing
+            return False
+        return metric >= self.value if self.metric == "accuracy" else metric <= self.value
+
+
+class Evaluation(Strict):
+    """How the target metric is measured: every `every_steps` updates (and after the
+    last), on the `holdout` fraction of the data set, held out of training."""
+
+    every_steps: int = Field(default=10, ge=1)
+    holdout: float = Field(default=0.2, gt=0, lt=1)
+    # the held-out samples each evaluation reads, where the data set is not bundled
+    # (ImageNet's validation set: 50,000); digits: the holdout fraction of its images
+    samples: int | None = Field(default=None, ge=1)
+
+
 class TrainingSpec(Strict):
     batch_per_worker: int = Field(default=32, ge=1)
     # strong scaling: a global batch fixed across a sweep of worker counts; the scenario
@@ -68,13 +102,40 @@ class TrainingSpec(Strict):
     # the samples of one epoch (the training set); digits: its 1,797 images
     dataset_samples: int | None = Field(default=None, ge=1)
     learning_rate: LearningRate = LearningRate()
+    # train until the target is met on the held-out split, or the bound
+    target: Target | None = None
+    # the bound: updates (warm-up steps included), or epochs of them; either replaces steps
+    max_steps: int | None = Field(default=None, ge=1)
+    max_epochs: float | None = Field(default=None, gt=0)
+    evaluation: Evaluation = Evaluation()
+
+    @property
+    def holdout_samples(self) -> int:
+        """The samples held out for evaluation (digits with a target: that fraction of its
+        images; otherwise none, or the user's data set is what `dataset_samples` says)."""
+        if self.target is None or self.data != "digits" or self.dataset_samples is not None:
+            return 0
+        return round(DIGITS_SAMPLES * self.evaluation.holdout)
+
+    @property
+    def eval_samples(self) -> int:
+        """The samples one evaluation reads."""
+        if self.evaluation.samples is not None:
+            return self.evaluation.samples
+        return self.holdout_samples
 
     @property
     def epoch_samples(self) -> int | None:
-        """The samples of one epoch, where known."""
+        """The samples of one epoch (the training split), where known."""
         if self.dataset_samples is not None:
             return self.dataset_samples
-        return DIGITS_SAMPLES if self.data == "digits" else None
+        return DIGITS_SAMPLES - self.holdout_samples if self.data == "digits" else None
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> TrainingSpec:
+        if self.max_steps is not None and self.max_epochs is not None:
+            raise _LocatedError(("max_epochs",), "give max_steps or max_epochs, not both")
+        return self
 
     @model_validator(mode="after")
     def _epochs_known(self) -> TrainingSpec:
@@ -84,6 +145,8 @@ class TrainingSpec(Strict):
             if lr.warmup_epochs > 0
             else "learning_rate.decay.milestones"
             if lr.decay.milestones
+            else "max_epochs"
+            if self.max_epochs is not None
             else None
         )
         if uses and self.epoch_samples is None:

@@ -21,6 +21,7 @@ PHASES = (COMPUTE, PUSH, PULL, ALLREDUCE, WAIT, CHECKPOINT, RECOVER)
 RESULTS_FILE = "results.csv"
 STEPS_FILE = "steps.csv"
 META_FILE = "meta.json"
+CURVES_FILE = "curves.csv"
 
 
 def trace_file(point_id: str) -> str:
@@ -60,8 +61,28 @@ RESULT_COLUMNS = (
     "recovery_time_s",
     "checkpoint_time_s",
     "training_time_s",
+    "steps_to_target",
+    "samples_to_target",
+    "epochs_to_target",
+    "time_to_target_s",
+    "final_metric",
     "wall_time_s",
 )
+
+#: results.csv's time-to-target columns: empty where the point has no target or did not
+#: reach it (meta.json's `targets` says why)
+TARGET_COLUMNS = (
+    "steps_to_target",
+    "samples_to_target",
+    "epochs_to_target",
+    "time_to_target_s",
+    "final_metric",
+)
+
+#: curves.csv, one row per (point, replication, evaluation): the target metric (`metric`:
+#: accuracy | loss; its `value`) after `step` updates, `samples` and `epoch` trained, at
+#: `time_s` from the first update's start (the evaluations' own time included)
+CURVE_COLUMNS = ("point", "replication", "step", "samples", "epoch", "time_s", "metric", "value")
 
 #: Columns that measure the machine running the command, not the training: dropped when
 #: comparing runs for determinism or against golden files.

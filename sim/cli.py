@@ -190,13 +190,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cwd": os.getcwd(),
         "checkpointing": {p.point_id: p.checkpointing for p in result.points},
     }
+    if result.targets:
+        extra["targets"] = result.targets
     calibrated = {p.point_id: p.calibration for p in result.points if p.calibration}
     if calibrated:
         extra["calibration"] = calibration = run_summary(calibrated)
         for line in calibration["not_found"]:
             print(f"simulate: warning: {line}", file=sys.stderr)
     meta = provenance(scenario, "sim", extra)
-    write_run(out_dir, results, result.steps, meta, result.traces)
+    write_run(out_dir, results, result.steps, meta, result.traces, result.curves)
     if not args.quiet:
         print(summary_table(results))
         for note in table_notes(results):

@@ -19,6 +19,15 @@ from scenarios.stats import step_stats as _step_stats
 from .simulation import SimulationOutcome
 
 
+def measure_begin(spec: ScenarioSpec, outcome: SimulationOutcome) -> float:
+    """When the measured steps begin: the global end of the warm-up steps (asynchronous
+    parameter servers: when the warm-up's updates were applied)."""
+    warmup = spec.training.warmup_steps
+    if warmup and not (spec.strategy.kind == "parameter_server" and not spec.strategy.sync):
+        return float(outcome.step_ends[warmup - 1])
+    return float(outcome.measure_start)
+
+
 def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
     """Step-time statistics, throughput and where the time went, for measured steps."""
     if spec.strategy.kind == "independent":
@@ -27,9 +36,7 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
     workers = spec.workers
     batch = spec.training.batch_per_worker
     counts_updates = spec.strategy.kind == "parameter_server" and not spec.strategy.sync
-    begin = outcome.measure_start
-    if warmup and not counts_updates:
-        begin = float(outcome.step_ends[warmup - 1])  # the global end of the warm-up
+    begin = measure_begin(spec, outcome)
     measured_ends = outcome.step_ends[warmup:]
     training_time = float(measured_ends[-1] - begin)
     records = outcome.records

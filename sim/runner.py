@@ -23,6 +23,7 @@ from scenarios.profile import Profile
 from scenarios.spec import ScenarioSpec
 from scenarios.stats import combine
 
+from .convergence import target_columns, target_curve
 from .failures import daly_interval, young_interval
 from .metrics import summarize
 from .simulation import Simulation
@@ -36,6 +37,8 @@ class PointResult:
     trace: str | None = None
     checkpointing: dict[str, Any] = field(default_factory=dict)
     calibration: dict[str, Any] | None = None  # which numbers came from cluster.profile
+    curves: pd.DataFrame | None = None  # the target metric at every evaluation
+    target: str | None = None  # why the time-to-target columns are empty
 
 
 @dataclass
@@ -57,6 +60,19 @@ class RunResult:
     @property
     def traces(self) -> dict[str, str]:
         return {p.point_id: p.trace for p in self.points if p.trace is not None}
+
+    @property
+    def curves(self) -> pd.DataFrame | None:
+        """curves.csv, or None where no point has a target."""
+        frames = [p.curves for p in self.points if p.curves is not None]
+        if not frames:
+            return None
+        return pd.concat(frames, ignore_index=True).reindex(columns=list(vocab.CURVE_COLUMNS))
+
+    @property
+    def targets(self) -> dict[str, str]:
+        """meta.json's `targets`: per point whose time to target is empty, why."""
+        return {p.point_id: p.target for p in self.points if p.target is not None}
 
 
 _BASELINES: dict[str, float] = {}  # per process: points of a sweep often share one
@@ -134,6 +150,8 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
     trace_text = None
     advice: dict[str, Any] = {}
     calibration = None
+    curves = []
+    why = None
     for replication in range(spec.sim.replications):
         sim = Simulation(
             spec, trace=trace and replication == 0, replication=replication, profile=point.profile
@@ -141,6 +159,12 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         calibration = sim.costs.summary(spec)
         outcome = sim.run()
         rows.append(summarize(spec, outcome))
+        curve = target_curve(spec, outcome, float(sim.costs.compute.forward_s.sum()))
+        columns, reason = target_columns(spec, curve)
+        rows[-1].update(columns)
+        why = why or reason
+        if curve is not None:
+            curves.append(_curve_frame(point.id, replication, spec, curve))
         frames.append(_steps_frame(point.id, replication, spec, outcome))
         if replication == 0:
             first = rows[0]
@@ -182,7 +206,35 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
     }
     row["wall_time_s"] = time.perf_counter() - started
     steps = pd.concat(frames, ignore_index=True)
-    return PointResult(point.id, row, steps, trace_text, advice, calibration)
+    return PointResult(
+        point.id,
+        row,
+        steps,
+        trace_text,
+        advice,
+        calibration,
+        pd.concat(curves, ignore_index=True) if curves else None,
+        why if spec.training.target is not None else None,
+    )
+
+
+def _curve_frame(
+    point_id: str, replication: int, spec: ScenarioSpec, curve: dict[str, Any]
+) -> pd.DataFrame:
+    target = spec.training.target
+    assert target is not None
+    return pd.DataFrame(
+        {
+            "point": point_id,
+            "replication": replication,
+            "step": curve["step"],
+            "samples": curve["samples"],
+            "epoch": curve["epoch"],
+            "time_s": curve["time_s"],
+            "metric": target.metric,
+            "value": curve["value"],
+        }
+    )
 
 
 def _steps_frame(point_id: str, replication: int, spec: ScenarioSpec, outcome: Any) -> pd.DataFrame:

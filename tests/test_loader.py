@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 from pathlib import Path
 
@@ -408,3 +409,41 @@ model: resnet50
 cluster: {hosts: 1, devices_per_host: 2, device: v100, host_link: nvlink2, network: 25GbE}
 training: {batch_per_worker: 32, learning_rate: %s}
 """
+
+
+TARGET = MINIMAL + "training: {%s}\n"
+
+
+def test_a_bound_replaces_the_steps_warm_up_included() -> None:
+    spec = loads(TARGET % "max_steps: 50, warmup_steps: 5").points[0].spec
+    assert spec.training.steps == 45
+    # digits with a target: 20% held out, 1,797 - 359 = 1,438 train; 8 workers x 32
+    text = TARGET % "data: digits, target: {metric: accuracy, value: 0.9}, max_epochs: 3"
+    spec = loads(text).points[0].spec
+    assert spec.training.holdout_samples == 359 and spec.training.epoch_samples == 1438
+    assert spec.training.steps == math.ceil(3 * 1438 / 256) - 5
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (
+            "max_steps: 5, max_epochs: 2",
+            "training.max_epochs: give max_steps or max_epochs, not both",
+        ),
+        ("max_steps: 5", "training.max_steps: 5 is 5 updates, not more than warmup_steps 5"),
+        ("steps: 10, max_steps: 50", "training.max_steps: give steps or max_steps, not both"),
+        (
+            "max_epochs: 2",
+            "training.dataset_samples: needed by max_epochs (an epoch is the "
+            "training set's samples); give it, or train on data: digits",
+        ),
+        (
+            "target: {metric: accuracy, value: 1.5}",
+            "training.target.value: 1.5: an accuracy is a fraction in (0, 1]",
+        ),
+        ("target: {metric: top5, value: 0.5}", "training.target.metric: "),
+    ],
+)
+def test_target_and_bound_refusals(fields: str, message: str) -> None:
+    assert error_of(TARGET % fields).startswith(message)

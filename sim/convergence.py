@@ -1,0 +1,109 @@
+"""Time to target: a simulated run's updates through the statistical-efficiency model.
+
+The event engine times every update of the point (`training.steps` after the warm-up
+steps: with a target, the bound). Here each update gets its rate from the point's
+schedule, the samples it averaged (the global batch less the backup workers' gradients;
+one worker's batch when asynchronous) and its gradient's staleness (recorded per push);
+`scenarios.convergence` turns them into the metric at every evaluation. An evaluation
+reads the held-out samples through one worker's forward pass and holds up the job while
+it runs, as run-real's do. Times count from the start of the measured steps, as
+`training_time_s` does (the warm-up steps' updates count towards the target; their time,
+which on a real machine includes tracing the step, does not).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scenarios import convergence, vocab
+from scenarios.errors import ScenarioError
+from scenarios.schedule import schedule_of
+from scenarios.spec import ScenarioSpec
+
+from .metrics import measure_begin
+from .simulation import SimulationOutcome
+
+
+def updates_of(spec: ScenarioSpec, outcome: SimulationOutcome) -> convergence.Updates:
+    """Every update of the run in order, with its rate, samples and staleness."""
+    n = len(outcome.step_ends)
+    batch = spec.samples_per_step
+    staleness = np.zeros(n)
+    if spec.strategy.kind == "parameter_server" and not spec.strategy.sync:
+        records = outcome.records
+        ends = records.column("end")
+        kept = _kept(records)
+        pushes = records.column("staleness")[kept][np.argsort(ends[kept], kind="stable")]
+        staleness[: min(n, len(pushes))] = pushes[:n]
+    rates = schedule_of(spec).rates(np.arange(n))
+    return convergence.Updates(
+        rates=rates,
+        batches=np.full(n, float(batch)),
+        staleness=staleness,
+        epoch_samples=spec.training.epoch_samples,
+    )
+
+
+def _kept(records: Any) -> np.ndarray:
+    """Pushes not lost to a restart: the last attempt of each (worker, step)."""
+    worker, step = records.column("worker"), records.column("step")
+    keys = worker.astype(np.int64) * (int(step.max(initial=0)) + 1) + step
+    last = np.zeros(len(keys), dtype=bool)
+    _, first_from_end = np.unique(keys[::-1], return_index=True)
+    last[len(keys) - 1 - first_from_end] = True
+    return last
+
+
+def eval_seconds(spec: ScenarioSpec, forward_s: float) -> float:
+    """One evaluation: the held-out samples through the forward pass of one worker,
+    whose batch's forward takes `forward_s`."""
+    return forward_s * spec.training.eval_samples / spec.training.batch_per_worker
+
+
+def target_curve(
+    spec: ScenarioSpec, outcome: SimulationOutcome, forward_s: float
+) -> dict[str, np.ndarray] | None:
+    """The point's curve at every evaluation, or None where it has no target."""
+    target = spec.training.target
+    if target is None:
+        return None
+    model = spec.model.convergence
+    if model is None:
+        raise ScenarioError(
+            f"model.convergence: model {spec.model.name!r} has none, needed by "
+            "training.target (name a catalog entry, give one, or calibrate)"
+        )
+    if model.metric != target.metric:
+        raise ScenarioError(
+            f"training.target.metric: {target.metric}, but model.convergence predicts "
+            f"{model.metric}"
+        )
+    return convergence.curve(
+        model,
+        updates_of(spec, outcome),
+        outcome.step_ends,
+        spec.training.evaluation.every_steps,
+        eval_seconds(spec, forward_s),
+        measure_begin(spec, outcome),
+    )
+
+
+def target_columns(
+    spec: ScenarioSpec, curve: dict[str, np.ndarray] | None
+) -> tuple[dict[str, float], str | None]:
+    """results.csv's time-to-target columns and, where they are empty, why."""
+    if curve is None:
+        return dict.fromkeys(vocab.TARGET_COLUMNS, np.nan), "no training.target"
+    target = spec.training.target
+    assert target is not None
+    return convergence.to_target(
+        curve["step"],
+        curve["samples"],
+        curve["epoch"],
+        curve["time_s"],
+        curve["value"],
+        target.metric,
+        target.value,
+    )

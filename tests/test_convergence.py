@@ -1,0 +1,175 @@
+"""The statistical-efficiency model against the closed forms it is built on."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from scenarios import convergence
+from scenarios.convergence import ConvergenceSpec, Updates, gain, progress, stale_factor
+
+
+def quadratic(**changes: float) -> ConvergenceSpec:
+    """McCandlish et al.'s model itself: one noise scale, no early phase."""
+    fields = dict(
+        metric="accuracy",
+        initial=0.1,
+        final=0.9,
+        scale_samples=1e4,
+        exponent=1.0,
+        noise_scale=500.0,
+        noise_growth=0.0,
+        lr_max=2.0,
+    )
+    return ConvergenceSpec(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+def constant(rate: float, batch: float, n: int, staleness: float = 0.0) -> Updates:
+    return Updates(np.full(n, rate), np.full(n, batch), np.full(n, staleness))
+
+
+@pytest.mark.parametrize("batch", [16.0, 500.0, 4000.0])
+def test_the_best_rate_is_mccandlish_eps_opt_and_makes_b_over_b_plus_b_noise(batch):
+    spec = quadratic()
+    best = spec.optimal_rate(batch)
+    assert best == pytest.approx(2.0 / (1.0 + 500.0 / batch))  # eq. 2.6
+    r = best / spec.lr_max
+    assert gain(r, batch, 500.0) == pytest.approx(batch / (batch + 500.0))  # eq. 2.7
+    for other in (0.9 * r, 1.1 * r):
+        assert gain(other, batch, 500.0) < gain(r, batch, 500.0)
+    assert gain(2 * r, batch, 500.0) == pytest.approx(0.0, abs=1e-12)  # overshoot by 2: none
+
+
+def test_steps_and_samples_to_a_target_trade_off_as_mccandlish_eq_2_11():
+    """At the best rate for each batch, S = S_min (1 + B_noise/B) and E = E_min (1 +
+    B/B_noise), so (S/S_min - 1)(E/E_min - 1) = 1, with S_min = E_min / B_noise."""
+    spec = quadratic()
+    goal = spec.progress_for(0.8)
+    e_min, s_min = goal, goal / 500.0
+    for batch in (8.0, 64.0, 500.0, 3000.0, 50_000.0):
+        n = 5000
+        e = progress(spec, constant(spec.optimal_rate(batch), batch, n))
+        per_update = e[0]
+        assert e[-1] == pytest.approx(n * per_update)  # one noise scale: constant progress
+        assert per_update == pytest.approx(batch / (1 + batch / 500.0))
+        s = goal / per_update  # updates to the target (fractional: the closed form's S)
+        samples = s * batch
+        assert (s / s_min - 1) * (samples / e_min - 1) == pytest.approx(1.0)
+
+
+def test_linear_scaling_keeps_progress_per_sample_while_the_batch_is_small_and_breaks_at_b_noise():
+    spec = quadratic(noise_scale=10_000.0)
+    small = 10.0
+    rate = spec.optimal_rate(small)
+    per_sample = progress(spec, constant(rate, small, 1))[0] / small
+    for k in (2, 8, 32):
+        scaled = progress(spec, constant(rate * k, small * k, 1))[0] / (small * k)
+        assert scaled == pytest.approx(per_sample, rel=0.05)
+    # x = B / B_noise: g = x(1 - x) with the linearly scaled small-batch optimum; at x = 1
+    # the update makes no progress, and beyond it loses ground (never below the start)
+    x_one = 10_000.0 / small
+    best = progress(spec, constant(spec.optimal_rate(10_000.0), 10_000.0, 1))[0]
+    assert progress(spec, constant(rate * x_one, 10_000.0, 1))[0] < 0.01 * best
+    assert gain(rate * 2 * x_one / spec.lr_max, 20_000.0, 10_000.0) < 0
+
+
+@pytest.mark.parametrize("tau", [0, 1, 2, 3, 8])
+def test_the_staleness_factor_is_the_delayed_recurrence_stability_bound(tau):
+    """x_{t+1} = x_t - a x_{t-tau} (gradient descent on a quadratic with a gradient tau
+    updates old) is stable iff a < 2 sin(pi / (2 (2 tau + 1))) (Levin & May 1976): the
+    largest usable rate, 2 for fresh gradients, falls by stale_factor(tau)."""
+    bound = 2.0 / float(stale_factor(tau))
+    assert bound == pytest.approx(2 * math.sin(math.pi / (2 * (2 * tau + 1))))
+
+    def grows(a: float) -> bool:
+        x = [1.0] * (tau + 1)
+        for _ in range(4000):
+            x.append(x[-1] - a * x[-1 - tau])
+        return abs(x[-1]) > 1.0
+
+    assert not grows(0.97 * bound)
+    assert grows(1.03 * bound)
+    assert float(stale_factor(0)) == 1.0 and float(stale_factor(1)) == pytest.approx(2.0)
+
+
+def test_staleness_costs_a_large_rate_more_than_a_small_one():
+    spec = quadratic()
+    small, large = 0.02 * spec.optimal_rate(64), spec.optimal_rate(64)
+    ratio = [
+        progress(spec, constant(r, 64, 1, staleness=4))[0] / progress(spec, constant(r, 64, 1))[0]
+        for r in (small, large)
+    ]
+    assert 0.9 < ratio[0] < 1.0
+    assert ratio[1] < ratio[0]
+
+
+def test_without_warm_up_a_large_rate_early_loses_ground_that_warm_up_keeps():
+    spec = quadratic(early_sharpness=0.05, early_epochs=1.0, noise_scale=50.0)
+    n, batch = 400, 256.0
+    peak = 0.9 * spec.optimal_rate(batch)
+    epoch = n * batch / 10
+    cold = Updates(np.full(n, peak), np.full(n, batch), np.zeros(n), epoch_samples=epoch)
+    warm_rates = np.minimum(peak, peak * (np.arange(n) + 1) / (0.2 * n))  # 2 epochs
+    warm = Updates(warm_rates, np.full(n, batch), np.zeros(n), epoch_samples=epoch)
+    assert progress(spec, cold)[n // 10] < progress(spec, warm)[n // 10]
+    assert progress(spec, cold)[-1] < progress(spec, warm)[-1]
+
+
+def test_a_growing_noise_scale_makes_a_constant_rate_stall_and_decay_go_on():
+    spec = quadratic(noise_growth=1.0)
+    n, batch, rate = 20_000, 32.0, 0.05
+    steady = progress(spec, constant(rate, batch, n))
+    assert steady[-1] - steady[n // 2] < 0.05 * steady[n // 2]  # near its floor
+    decayed = np.where(np.arange(n) < n // 2, rate, rate / 10)
+    lower = progress(spec, Updates(decayed, np.full(n, batch), np.zeros(n)))
+    assert lower[-1] > steady[-1]
+
+
+def test_long_runs_are_integrated_in_chunks_close_to_one_by_one(monkeypatch):
+    spec = quadratic(noise_growth=1.0)
+    n = 3000
+    rates = np.linspace(0.2, 0.01, n)
+    updates = Updates(rates, np.full(n, 64.0), np.zeros(n))
+    exact = progress(spec, updates)
+    monkeypatch.setattr(convergence, "EXACT_UPDATES", 300)
+    chunked = progress(spec, updates)
+    assert chunked.shape == exact.shape
+    assert np.allclose(chunked, exact, rtol=0.01)
+    assert np.all(np.diff(chunked) >= 0)
+
+
+def test_the_learning_curve_and_its_inverse():
+    spec = quadratic(exponent=0.5)
+    e = spec.progress_for(0.7)
+    assert float(spec.metric_at(e)) == pytest.approx(0.7)
+    assert spec.progress_for(0.95) == math.inf
+    assert spec.progress_for(0.05) == 0.0
+
+
+def test_the_curve_is_read_at_every_evaluation_and_each_evaluation_delays_what_follows():
+    spec = quadratic()
+    n = 25
+    updates = constant(spec.optimal_rate(32), 32, n)
+    ends = np.arange(1, n + 1, dtype=float)  # update k applied at k + 1 s
+    curve = convergence.curve(spec, updates, ends, every=10, eval_s=0.5)
+    assert curve["step"].tolist() == [10, 20, 25]
+    assert curve["time_s"].tolist() == [10.5, 21.0, 26.5]
+    assert curve["samples"].tolist() == [320.0, 640.0, 800.0]
+    e = progress(spec, updates)
+    assert np.allclose(curve["value"], spec.metric_at(e[[9, 19, 24]]))
+
+
+def test_to_target_takes_the_first_evaluation_that_meets_it():
+    steps, values = np.array([10, 20, 30]), np.array([0.5, 0.91, 0.95])
+    row, why = convergence.to_target(
+        steps, steps * 32.0, steps / 10, steps * 0.1, values, "accuracy", 0.9
+    )
+    assert why is None
+    assert row["steps_to_target"] == 20 and row["time_to_target_s"] == pytest.approx(2.0)
+    assert row["final_metric"] == 0.95
+    row, why = convergence.to_target(
+        steps, steps * 32.0, steps / 10, steps * 0.1, values, "loss", 0.4
+    )
+    assert math.isnan(row["steps_to_target"]) and "not reached in 30 updates" in str(why)
