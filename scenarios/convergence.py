@@ -64,6 +64,8 @@ class ConvergenceSpec(Strict):
     """A model's statistical efficiency on its data set (`model.convergence`), from the
     catalog (with its sources) or a calibration (`run-real --calibrate`)."""
 
+    name: str = "custom"
+    base: str | None = None  # the catalog entry it starts from
     metric: Literal["accuracy", "loss"]
     initial: float  # the metric before training (accuracy: chance)
     final: float  # the learning curve's asymptote

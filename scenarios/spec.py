@@ -389,6 +389,9 @@ class SimSpec(Strict):
     # where the sweep points run: here, or as Spark tasks (on real.spark's master)
     engine: Literal["local", "spark"] = "local"
     replications: int = Field(default=1, ge=1)
+    # time only the first N measured steps event by event; a target's time beyond them
+    # extends at their mean step time (long runs to a target: 90 epochs of ImageNet)
+    timed_steps: int | None = Field(default=None, ge=1)
 
 
 class SparkSpec(Strict):
@@ -538,6 +541,16 @@ class ScenarioSpec(Strict):
                 f"{training.warmup_steps}",
             )
         self._resolve(steps=bound - training.warmup_steps)
+        return self
+
+    @model_validator(mode="after")
+    def _timed_steps_alone(self) -> ScenarioSpec:
+        if self.sim.timed_steps is not None and (self.failures or self.checkpoint.every_steps):
+            raise _LocatedError(
+                ("sim", "timed_steps"),
+                "not with failures or checkpoints (the steps past the timed ones are not "
+                "simulated, so neither is what would happen in them)",
+            )
         return self
 
     @property

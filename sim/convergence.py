@@ -27,8 +27,9 @@ from .simulation import SimulationOutcome
 
 
 def updates_of(spec: ScenarioSpec, outcome: SimulationOutcome) -> convergence.Updates:
-    """Every update of the run in order, with its rate, samples and staleness."""
-    n = len(outcome.step_ends)
+    """Every update of the point in order, with its rate, samples and staleness (past the
+    timed steps, the timed pushes' staleness again, in their order)."""
+    n = spec.training.warmup_steps + spec.training.steps
     batch = spec.samples_per_step
     staleness = np.zeros(n)
     if spec.strategy.kind == "parameter_server" and not spec.strategy.sync:
@@ -36,7 +37,8 @@ def updates_of(spec: ScenarioSpec, outcome: SimulationOutcome) -> convergence.Up
         ends = records.column("end")
         kept = _kept(records)
         pushes = records.column("staleness")[kept][np.argsort(ends[kept], kind="stable")]
-        staleness[: min(n, len(pushes))] = pushes[:n]
+        if len(pushes):
+            staleness = np.resize(pushes, n).astype(float)
     rates = schedule_of(spec).rates(np.arange(n))
     return convergence.Updates(
         rates=rates,
@@ -54,6 +56,19 @@ def _kept(records: Any) -> np.ndarray:
     _, first_from_end = np.unique(keys[::-1], return_index=True)
     last[len(keys) - 1 - first_from_end] = True
     return last
+
+
+def update_ends(spec: ScenarioSpec, outcome: SimulationOutcome) -> np.ndarray:
+    """When each update of the point was applied: as simulated, and past the timed steps
+    (`sim.timed_steps`) at the mean interval of the timed measured steps."""
+    n = spec.training.warmup_steps + spec.training.steps
+    ends = np.asarray(outcome.step_ends, dtype=float)
+    if len(ends) >= n:
+        return ends[:n]
+    begin = measure_begin(spec, outcome)
+    measured = len(ends) - spec.training.warmup_steps
+    interval = (ends[-1] - begin) / max(measured, 1)
+    return np.concatenate([ends, ends[-1] + interval * np.arange(1, n - len(ends) + 1)])
 
 
 def eval_seconds(spec: ScenarioSpec, forward_s: float) -> float:
@@ -83,7 +98,7 @@ def target_curve(
     return convergence.curve(
         model,
         updates_of(spec, outcome),
-        outcome.step_ends,
+        update_ends(spec, outcome),
         spec.training.evaluation.every_steps,
         eval_seconds(spec, forward_s),
         measure_begin(spec, outcome),

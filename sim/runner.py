@@ -152,20 +152,21 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
     calibration = None
     curves = []
     why = None
+    timed = timed_spec(spec)
     for replication in range(spec.sim.replications):
         sim = Simulation(
-            spec, trace=trace and replication == 0, replication=replication, profile=point.profile
+            timed, trace=trace and replication == 0, replication=replication, profile=point.profile
         )
-        calibration = sim.costs.summary(spec)
+        calibration = sim.costs.summary(timed)
         outcome = sim.run()
-        rows.append(summarize(spec, outcome))
+        rows.append(summarize(timed, outcome))
         curve = target_curve(spec, outcome, float(sim.costs.compute.forward_s.sum()))
         columns, reason = target_columns(spec, curve)
         rows[-1].update(columns)
         why = why or reason
         if curve is not None:
             curves.append(_curve_frame(point.id, replication, spec, curve))
-        frames.append(_steps_frame(point.id, replication, spec, outcome))
+        frames.append(_steps_frame(point.id, replication, timed, outcome))
         if replication == 0:
             first = rows[0]
             # failure-free step time, by the accounting identity of training time
@@ -174,14 +175,14 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
                 - first["lost_work_time_s"]
                 - first["recovery_time_s"]
                 - first["checkpoint_time_s"]
-            ) / spec.training.steps
+            ) / timed.training.steps
             advice = checkpoint_advice(spec, sim, free)
             if trace:
                 trace_text = outcome.tracer.dumps(
                     {"scenario": spec.name, "point": point.id, "backend": "sim", "seed": spec.seed}
                 )
     stats = combine(rows) if len(rows) > 1 else {**rows[0], "replications": 1}
-    base = baseline_throughput(spec, point.profile)
+    base = baseline_throughput(timed, point.profile)
     strategy = spec.strategy
     ps = strategy.kind == "parameter_server"
     row: dict[str, Any] = {
@@ -195,7 +196,7 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         "workers": spec.workers,
         "servers": strategy.servers if ps else 0,
         "batch_per_worker": spec.training.batch_per_worker,
-        "steps": spec.training.steps,
+        "steps": timed.training.steps,
         **stats,
         "scaling_efficiency": stats["throughput_samples_per_s"] / (spec.workers * base)
         if base > 0
@@ -216,6 +217,14 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         pd.concat(curves, ignore_index=True) if curves else None,
         why if spec.training.target is not None else None,
     )
+
+
+def timed_spec(spec: ScenarioSpec) -> ScenarioSpec:
+    """The point as the event engine times it: at most `sim.timed_steps` measured steps."""
+    timed = spec.sim.timed_steps
+    if timed is None or spec.training.steps <= timed:
+        return spec
+    return spec.model_copy(update={"training": spec.training.model_copy(update={"steps": timed})})
 
 
 def _curve_frame(

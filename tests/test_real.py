@@ -483,3 +483,58 @@ def test_crash_after_a_step_is_not_launched_again() -> None:
         Stepping([_job()], timeout_s=60).run()
     assert Stepping.starts == 1
     assert workers_alive() == []
+
+
+def test_training_stops_at_the_target_measured_on_held_out_images(
+    scenario: Path, tmp_path: Path
+) -> None:
+    """Ring and asynchronous parameter servers evaluate every 5 updates on the held-out
+    fifth of the digits and stop at the first evaluation that meets the target; a target
+    out of reach runs to the bound and says so."""
+    out = tmp_path / "target"
+    proc = run_real(
+        str(scenario),
+        "--out",
+        str(out),
+        "--set",
+        "training={batch_per_worker: 16, warmup_steps: 2, data: digits, max_steps: 80,"
+        " learning_rate: {base: 0.1, scaling: none},"
+        " target: {metric: accuracy, value: 0.75}, evaluation: {every_steps: 5}}",
+        "--set",
+        "sweep={strategy: [{kind: allreduce, algorithm: ring, overlap: false},"
+        " {kind: parameter_server, servers: 1, sync: false}]}",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = pd.read_csv(out / vocab.RESULTS_FILE)
+    curves = pd.read_csv(out / vocab.CURVES_FILE)
+    assert list(curves.columns) == list(vocab.CURVE_COLUMNS)
+    for row in results.to_dict(orient="records"):
+        curve = curves[curves.point == row["point"]].sort_values("step")
+        assert (curve.step % 5 == 0).all() and (curve.metric == "accuracy").all()
+        met = curve[curve.value >= 0.75]
+        assert len(met) == 1 and met.index[-1] == curve.index[-1]  # stopped at the first
+        last = curve.iloc[-1]
+        assert row["steps_to_target"] == last.step < 80
+        assert row["steps"] == last.step - 2  # what ran after the warm-up
+        per_update = 16 * (2 if row["strategy"] == "allreduce" else 1)
+        assert row["samples_to_target"] == last.step * per_update
+        assert row["epochs_to_target"] == pytest.approx(last.step * per_update / 1438)
+        assert row["time_to_target_s"] == pytest.approx(last.time_s)
+        assert row["time_to_target_s"] >= row["training_time_s"] > 0
+        assert row["final_metric"] == pytest.approx(last.value)
+    unreachable = tmp_path / "unreachable"
+    proc = run_real(
+        str(scenario),
+        "--out",
+        str(unreachable),
+        "--set",
+        "training={batch_per_worker: 16, warmup_steps: 2, data: digits, max_steps: 12,"
+        " target: {metric: loss, value: 0.001}, evaluation: {every_steps: 5}}",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = pd.read_csv(unreachable / vocab.RESULTS_FILE).to_dict(orient="records")
+    assert math.isnan(row["time_to_target_s"]) and row["steps"] == 10
+    assert pd.read_csv(unreachable / vocab.CURVES_FILE).step.tolist() == [5, 10, 12]
+    meta = json.loads((unreachable / vocab.META_FILE).read_text())
+    assert meta["targets"]["base"].startswith("not reached in 12 updates: loss ")
+    assert workers_alive() == []
