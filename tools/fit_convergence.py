@@ -122,9 +122,8 @@ def main() -> int:
     for rows, kind in ((FIT, "fitted"), (HELD, "held out")):
         for kn, warm, rule, rate, published in rows:
             model = final_error(spec, kn, warm, rule, rate)
-            print(
-                f"| {kn:,} | {warm} | {rule} | {rate:g} | {published:.2f}% | {model:.2f}% | {kind} |"
-            )
+            cells = (f"{kn:,}", warm, rule, f"{rate:g}", f"{published:.2f}%", f"{model:.2f}%", kind)
+            print("| " + " | ".join(cells) + " |")
     return 0
 
 
