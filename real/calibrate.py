@@ -529,7 +529,14 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
             f"{restart.time:.3g} s (mean of {restart.samples})"
         )
         restarts.append(restart)
+    targeted = [spec for spec in specs if spec.training.target is not None]
+    convergence = []
+    if targeted and targeted[0].training.data == "digits":
+        from .calibrate_convergence import calibrate_convergence
+
+        convergence.append(calibrate_convergence(targeted[0], say))
     return Profile(
+        convergence=convergence,
         restarts=restarts,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         machine=_machine(device),

@@ -173,9 +173,14 @@ def _synthetic(tf: Any, job: Job, batch: int, shape: Any, classes: int, seed: in
         x_all, y_all, _, _ = digits_split(shape, job.holdout, job.seed)  # the training split
 
         def digits_fn() -> Any:
+            # each worker its own order (seeded by the run's seed and the worker): with
+            # one seed for all, every worker would read the same batches in step, and a
+            # round's gradients would be one batch's, N times
+            worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+            order = tf.cast(seed * 1000 + worker, tf.int64)
             return (
                 tf.data.Dataset.from_tensor_slices((x_all, y_all))
-                .shuffle(len(y_all), seed=seed)
+                .shuffle(len(y_all), seed=order)
                 .repeat()
                 .batch(batch, drop_remainder=True)
             )

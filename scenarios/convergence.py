@@ -39,9 +39,11 @@ What the model adds to the quadratic, each a published mechanism:
   `early_epochs` epochs. A large rate at once overshoots; a gradual warm-up does not.
 - **Staleness**: a gradient computed tau updates ago. Gradient descent with delay tau on
   a quadratic is stable for eps * lambda < 2 sin(pi / (2 (2 tau + 1))) (the delayed
-  linear recurrence's stability bound), so the overshoot term is multiplied by
-  c(tau) = 1 / sin(pi / (2 (2 tau + 1))): c(0) = 1, c(1) = 2, c(tau) ~ 4 tau / pi. Small
-  rates are not penalised; the largest usable rate falls by c(tau).
+  linear recurrence's stability bound), so the curvature's part of the overshoot term
+  is multiplied by c(tau) = 1 / sin(pi / (2 (2 tau + 1))): c(0) = 1, c(1) = 2,
+  c(tau) ~ 4 tau / pi, and g = 2 r - r^2 (c(tau) + B_noise / B). The noise's part is
+  not: a stale gradient is as noisy as a fresh one. Small rates are not penalised; the
+  largest usable noiseless rate falls by c(tau).
 - **Backup workers**: an update averages the gradients that arrived, (N - b) x B samples.
 """
 
@@ -132,9 +134,10 @@ def gain(
     noise: np.ndarray | float,
     stale: np.ndarray | float = 1.0,
 ) -> np.ndarray:
-    """g: an update's progress as a fraction of the best noiseless update's."""
+    """g: an update's progress as a fraction of the best noiseless update's (`stale`:
+    the staleness factor c(tau), on the curvature's part of the overshoot)."""
     r = np.asarray(r, dtype=float)
-    return 2.0 * r - r * r * (1.0 + np.asarray(noise) / np.asarray(batch)) * np.asarray(stale)  # type: ignore[no-any-return]
+    return 2.0 * r - r * r * (np.asarray(stale) + np.asarray(noise) / np.asarray(batch))  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,7 @@ def progress(spec: ConvergenceSpec, updates: Updates) -> np.ndarray:
     for i in range(chunks):
         noise = noise0 * (1.0 + e / scale) ** growth if growth else noise0
         ri = r_l[i]
-        e += k_l[i] * noise * (2.0 * ri - ri * ri * (1.0 + noise / b_l[i]) * c_l[i])
+        e += k_l[i] * noise * (2.0 * ri - ri * ri * (c_l[i] + noise / b_l[i]))
         if e < 0.0:
             e = 0.0
         out[i] = e

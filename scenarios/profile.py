@@ -54,6 +54,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .convergence import ConvergenceSpec
 from .errors import ScenarioError
 from .spec import Bandwidth, Bytes, DType, PositiveSeconds, Seconds, StrategySpec
 
@@ -167,6 +168,29 @@ CLOSURES = ("closure_read", "closure_accumulate", "closure_apply", "closure_bare
 CLOSURES_CPU = tuple(f"{name}_cpu" for name in CLOSURES)
 
 
+class CurveFit(_Strict):
+    """One calibration curve: a run at a constant rate, its evaluations (after `steps`
+    updates, the metric's `values`) and, asynchronous, each update's staleness."""
+
+    kind: Literal["single", "async"]
+    batch: int = Field(ge=1)  # samples one update applies
+    rate: float = Field(gt=0)
+    scaling: str = "linear"
+    steps: list[int]
+    values: list[float]
+    staleness: list[float] = []
+
+
+class ConvergenceEntry(_Strict):
+    """The model's statistical efficiency on its data, fitted to calibration curves."""
+
+    model: str
+    data: str
+    fit: ConvergenceSpec
+    rms: float = Field(ge=0)  # of the fit's residuals over every evaluation (metric units)
+    curves: list[CurveFit] = []
+
+
 class RestartEntry(_Strict):
     """A job relaunched from its checkpoint after a failure: the point's job (its strategy,
     its workers and servers) killed after a checkpoint and launched again at once, timed
@@ -205,12 +229,20 @@ class Profile(_Strict):
     coordinator: Coordinator | None = None
     updates: list[UpdateEntry] = []
     restarts: list[RestartEntry] = []
+    convergence: list[ConvergenceEntry] = []
 
     @field_validator("created", mode="before")
     @classmethod
     def _timestamp_as_text(cls, value: Any) -> Any:
         # YAML reads an unquoted `created: 2026-11-29T12:00:00+00:00` as a datetime
         return value.isoformat() if isinstance(value, dt.date) else value
+
+    def convergence_for(self, model: str, data: str) -> ConvergenceSpec | None:
+        """The fitted statistical efficiency of `model` on `data`, if calibrated."""
+        for entry in self.convergence:
+            if entry.model == model and entry.data == data:
+                return entry.fit
+        return None
 
     def startup(self, model: str, batch: int, dtype: str, processes: int) -> float | None:
         """Measured start-up (processes started to their first step) of `processes`
@@ -400,5 +432,16 @@ def dump_profile(profile: Profile) -> str:
                 "samples": r.samples,
             }
             for r in profile.restarts
+        ]
+    if profile.convergence:
+        document["convergence"] = [
+            {
+                "model": c.model,
+                "data": c.data,
+                "fit": c.fit.model_dump(exclude={"name", "base"}),
+                "rms": c.rms,
+                "curves": [curve.model_dump() for curve in c.curves],
+            }
+            for c in profile.convergence
         ]
     return yaml.safe_dump(document, sort_keys=False, width=100)

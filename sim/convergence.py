@@ -78,13 +78,15 @@ def eval_seconds(spec: ScenarioSpec, forward_s: float) -> float:
 
 
 def target_curve(
-    spec: ScenarioSpec, outcome: SimulationOutcome, forward_s: float
+    spec: ScenarioSpec, outcome: SimulationOutcome, forward_s: float, profile: Any = None
 ) -> dict[str, np.ndarray] | None:
-    """The point's curve at every evaluation, or None where it has no target."""
+    """The point's curve at every evaluation, or None where it has no target. A
+    calibration profile's fit for the model and data wins over `model.convergence`."""
     target = spec.training.target
     if target is None:
         return None
-    model = spec.model.convergence
+    fitted = profile.convergence_for(spec.model.name, spec.training.data) if profile else None
+    model = fitted or spec.model.convergence
     if model is None:
         raise ScenarioError(
             f"model.convergence: model {spec.model.name!r} has none, needed by "

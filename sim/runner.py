@@ -19,7 +19,7 @@ import pandas as pd
 from scenarios import vocab
 from scenarios.dynamics import RandomFailure
 from scenarios.loader import Point, Scenario
-from scenarios.profile import Profile
+from scenarios.profile import Profile, load_profile
 from scenarios.spec import ScenarioSpec
 from scenarios.stats import combine
 
@@ -153,6 +153,9 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
     curves = []
     why = None
     timed = timed_spec(spec)
+    profile = point.profile
+    if profile is None and spec.cluster.profile is not None:
+        profile = load_profile(spec.cluster.profile)
     for replication in range(spec.sim.replications):
         sim = Simulation(
             timed, trace=trace and replication == 0, replication=replication, profile=point.profile
@@ -160,7 +163,8 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         calibration = sim.costs.summary(timed)
         outcome = sim.run()
         rows.append(summarize(timed, outcome))
-        curve = target_curve(spec, outcome, float(sim.costs.compute.forward_s.sum()))
+        forward_s = float(sim.costs.compute.forward_s.sum())
+        curve = target_curve(spec, outcome, forward_s, profile)
         columns, reason = target_columns(spec, curve)
         rows[-1].update(columns)
         why = why or reason

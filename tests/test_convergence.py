@@ -211,3 +211,40 @@ def test_goyal_shape_flat_to_8k_with_scaling_and_warm_up_then_worse(large_batch)
 def test_goyal_shape_worse_without_warm_up(large_batch):
     """Goyal et al. 2017 Table 1: 8k without warm-up 24.84%, with gradual warm-up 23.74%."""
     assert large_batch[(8192, 0.0)] > large_batch[(8192, 5.0)] + 0.5
+
+
+def test_the_calibration_fit_recovers_the_curves_of_known_parameters():
+    """Curves drawn from known parameters (three batches at the linearly scaled rate, and
+    an asynchronous run with staleness 1): the least-squares fit predicts every
+    evaluation of them, and a batch it never saw, to within 0.01."""
+    pytest.importorskip("scipy")
+    from real.calibrate_convergence import fit, predicted
+    from scenarios.profile import CurveFit
+
+    truth = quadratic(
+        initial=0.1,
+        final=0.95,
+        scale_samples=2000.0,
+        exponent=0.8,
+        noise_scale=100.0,
+        noise_growth=0.5,
+        lr_max=3.0,
+    )
+
+    def curve(batch: int, rate: float, staleness: float = 0.0, kind: str = "single") -> CurveFit:
+        steps = list(range(5, 101, 5))
+        blank = CurveFit(
+            kind=kind,
+            batch=batch,
+            rate=rate,
+            steps=steps,
+            values=[0.0] * 20,
+            staleness=[staleness] * 100,
+        )
+        return blank.model_copy(update={"values": predicted(truth, blank).tolist()})
+
+    seen = [curve(16, 0.05), curve(64, 0.2), curve(256, 0.8), curve(16, 0.05, 1.0, "async")]
+    fitted, rms = fit(seen, "accuracy", 0.1)
+    assert rms < 0.01
+    unseen = curve(128, 0.4)
+    assert np.max(np.abs(predicted(fitted, unseen) - np.asarray(unseen.values))) < 0.01

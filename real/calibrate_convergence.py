@@ -1,0 +1,198 @@
+"""`run-real --calibrate` for a scenario with a target: the model's statistical efficiency.
+
+Single-worker runs on the digits train at `CURVE_BATCHES` times the scenario's batch per
+worker (each as if that many workers' batches were averaged: the rate scaled by the
+scenario's rule for them, no warm-up), and one asynchronous parameter-server run of the
+scenario's workers; each to the scenario's bound, evaluated on the held-out images every
+`evaluation.every_steps` updates (no target: the whole curve). Least squares then fits
+`model.convergence` (scenarios/convergence.py) to every evaluation of every run, each
+predicted from that run's own rates, batches and (asynchronous) staleness. The early
+phase is not fitted (early_sharpness 1): a few curves of a small model do not tell it.
+The profile keeps the fit and how far it is from the runs (`rms`, in the metric's units).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+
+from scenarios.convergence import ConvergenceSpec, Updates, progress
+from scenarios.profile import ConvergenceEntry, CurveFit
+from scenarios.schedule import schedule
+from scenarios.spec import ScenarioSpec, StrategySpec
+
+from .launcher import Launcher
+from .runner import jobs_for
+
+#: the batches of the single-worker curves, in the scenario's batches per worker
+CURVE_BATCHES = (1, 4, 16)
+TIMEOUT_S = 600.0
+
+
+def _curve_job(spec: ScenarioSpec, kind: Literal["single", "async"], k: int) -> ScenarioSpec:
+    """The variant of the point a calibration curve runs: one worker at k batches
+    (`single`), or the point's workers under asynchronous parameter servers (`async`)."""
+    training = spec.training.model_copy(update={"target": None})
+    if kind == "single":
+        variant = spec.model_copy(
+            update={
+                "cluster": spec.cluster.model_copy(update={"hosts": 1, "devices_per_host": 1}),
+                "strategy": StrategySpec(),
+                "training": training.model_copy(
+                    update={"batch_per_worker": spec.training.batch_per_worker * k}
+                ),
+                "failures": (),
+            }
+        )
+    else:
+        variant = spec.model_copy(
+            update={
+                "strategy": StrategySpec(kind="parameter_server", servers=1, sync=False),
+                "training": training,
+                "failures": (),
+            }
+        )
+    return variant
+
+
+def _rates(spec: ScenarioSpec, kind: str, k: int, n: int) -> np.ndarray:
+    lr = spec.training.learning_rate
+    workers = k if kind == "single" else 1
+    batch = spec.training.batch_per_worker * (k if kind == "single" else 1)
+    return schedule(lr.base, lr.scaling, workers, batch, None).rates(np.arange(n))
+
+
+def measure_curve(spec: ScenarioSpec, kind: Literal["single", "async"], k: int = 1) -> CurveFit:
+    """One calibration run and its evaluations."""
+    variant = _curve_job(spec, kind, k)
+    n = variant.training.warmup_steps + variant.training.steps
+    lr = spec.training.learning_rate
+    rates = _rates(spec, kind, k, n)
+    jobs = jobs_for(variant)
+    flat = {"base": float(rates[0]), "peak": float(rates[0])}  # no warm-up, no decay
+    held = spec.training.holdout_samples
+    every = spec.training.evaluation.every_steps
+    jobs = [
+        job.replace(
+            schedule=flat,
+            learning_rate=float(rates[0]),
+            eval_every=every if job.role in ("worker", "chief") and not job.serve else 0,
+            holdout=held,
+            target=None,
+            checkpoint_dir=None,
+        )
+        for job in jobs
+    ]
+    result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
+    evals = sorted(result.of("eval"), key=lambda r: r["step"])
+    metric = spec.training.target.metric if spec.training.target else "accuracy"
+    staleness = [0.0] * n
+    if kind == "async":
+        for r in result.of("step"):
+            if 0 <= r.get("update", -1) < n:
+                staleness[r["update"]] = float(r.get("staleness", 0))
+    return CurveFit(
+        kind=kind,
+        batch=variant.training.batch_per_worker,
+        rate=float(rates[0]),
+        scaling=lr.scaling,
+        steps=[int(r["step"]) for r in evals],
+        values=[float(r[metric]) for r in evals],
+        staleness=staleness,
+    )
+
+
+def predicted(spec: ConvergenceSpec, curve: CurveFit) -> np.ndarray:
+    """The model's metric at a calibration curve's evaluations."""
+    n = max(curve.steps)
+    updates = Updates(
+        np.full(n, curve.rate),
+        np.full(n, float(curve.batch)),
+        np.asarray(curve.staleness[:n] + [0.0] * (n - len(curve.staleness)), dtype=float),
+    )
+    e = progress(spec, updates)
+    return spec.metric_at(e[np.asarray(curve.steps) - 1])  # type: ignore[no-any-return]
+
+
+def fit(curves: list[CurveFit], metric: str, initial: float) -> tuple[ConvergenceSpec, float]:
+    """Least squares over every evaluation of every curve (Nelder-Mead on log scales)."""
+    from scipy.optimize import minimize
+
+    observed = np.concatenate([np.asarray(c.values) for c in curves])
+    best_batch = float(np.median([c.batch for c in curves]))
+
+    def spec_of(x: np.ndarray) -> ConvergenceSpec:
+        scale, exponent, final, noise, growth, lr_max = (float(v) for v in x)
+        if metric == "accuracy":
+            final_value = initial + (1 - initial) / (1 + math.exp(-final))
+        else:
+            final_value = initial / (1 + math.exp(-final))
+        return ConvergenceSpec(
+            metric=metric,  # type: ignore[arg-type]
+            initial=initial,
+            final=final_value,
+            scale_samples=math.exp(scale),
+            exponent=math.exp(exponent),
+            noise_scale=math.exp(noise),
+            noise_growth=math.exp(growth),
+            lr_max=math.exp(lr_max),
+        )
+
+    def loss(x: np.ndarray) -> float:
+        try:
+            spec = spec_of(x)
+        except ValueError:
+            return 1e9
+        got = np.concatenate([predicted(spec, c) for c in curves])
+        return float(np.sum((got - observed) ** 2))
+
+    samples = float(np.mean([c.batch * max(c.steps) for c in curves]))
+    x0 = np.array(
+        [
+            math.log(samples / 10),
+            0.0,
+            2.0,
+            math.log(best_batch),
+            -1.0,
+            math.log(10 * curves[0].rate),
+        ]
+    )
+    best = min(
+        (
+            minimize(loss, x0 + shift, method="Nelder-Mead", options={"maxiter": 2000})
+            for shift in (
+                0.0,
+                np.array([1.0, 0, 0, 1.0, 0, 0]),
+                np.array([-1.0, 0, 0, -1.0, 0, 1.0]),
+            )
+        ),
+        key=lambda r: r.fun,
+    )
+    spec = spec_of(best.x)
+    return spec, math.sqrt(best.fun / len(observed))
+
+
+def calibrate_convergence(spec: ScenarioSpec, say: Any) -> ConvergenceEntry:
+    """The curves and the fit for the point's model (the scenario's first point with a
+    target)."""
+    curves = [measure_curve(spec, "single", k) for k in CURVE_BATCHES]
+    curves.append(measure_curve(spec, "async"))
+    target = spec.training.target
+    metric = target.metric if target is not None else "accuracy"
+    initial = 0.1 if metric == "accuracy" else math.log(10)  # chance on the ten digits
+    fitted, rms = fit(curves, metric, initial)
+    say(
+        f"convergence: {spec.model.name} on digits, {len(curves)} curves "
+        f"(batches {', '.join(str(c.batch) for c in curves[:-1])}, and asynchronous): "
+        f"noise scale {fitted.noise_scale:.3g}, best rate {fitted.lr_max:.3g}, "
+        f"{metric} to {fitted.final:.3g}; rms {rms:.3g}"
+    )
+    return ConvergenceEntry(
+        model=spec.model.name,
+        data=spec.training.data,
+        fit=fitted.model_copy(update={"source": "run-real --calibrate"}),
+        rms=rms,
+        curves=curves,
+    )
