@@ -101,6 +101,7 @@ def measure_curve(spec: ScenarioSpec, kind: Literal["single", "async"], k: int =
         steps=[int(r["step"]) for r in evals],
         values=[float(r[metric]) for r in evals],
         staleness=staleness,
+        eval_s=float(np.median([r["end"] - r["start"] for r in evals])) if evals else None,
     )
 
 
@@ -143,9 +144,9 @@ def fit(curves: list[CurveFit], metric: str, initial: float) -> tuple[Convergenc
     def loss(x: np.ndarray) -> float:
         try:
             spec = spec_of(x)
-        except ValueError:
+            got = np.concatenate([predicted(spec, c) for c in curves])
+        except (ValueError, ZeroDivisionError, OverflowError):
             return 1e9
-        got = np.concatenate([predicted(spec, c) for c in curves])
         return float(np.sum((got - observed) ** 2))
 
     samples = float(np.mean([c.batch * max(c.steps) for c in curves]))
@@ -194,5 +195,8 @@ def calibrate_convergence(spec: ScenarioSpec, say: Any) -> ConvergenceEntry:
         data=spec.training.data,
         fit=fitted.model_copy(update={"source": "run-real --calibrate"}),
         rms=rms,
+        eval_s=float(
+            np.median([c.eval_s for c in curves if c.eval_s is not None and c.kind == "single"])
+        ),
         curves=curves,
     )

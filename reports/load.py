@@ -59,6 +59,7 @@ class Run:
     steps: pd.DataFrame
     meta: dict[str, Any]
     traces: dict[str, Path] = field(default_factory=dict)  # point id -> trace file
+    curves: pd.DataFrame | None = None  # curves.csv, where a point had a target
     _by_point: dict[str, pd.DataFrame] | None = field(default=None, repr=False)
 
     def steps_of(self, point: str) -> pd.DataFrame:
@@ -100,7 +101,7 @@ def load_run(directory: str | Path) -> Run:
         path = directory / vocab.trace_file(point)
         if path.is_file():
             traces[point] = path
-    return Run(directory, results, steps, meta, traces)
+    return Run(directory, results, steps, meta, traces, read_curves(directory / vocab.CURVES_FILE))
 
 
 def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
@@ -198,6 +199,19 @@ def read_results(path: Path) -> pd.DataFrame:
         raise UserError(
             f"{path}: column 'point', row {row + 1}: {frame['point'].iloc[row]!r} appears twice"
         )
+    return frame
+
+
+def read_curves(path: Path) -> pd.DataFrame | None:
+    """curves.csv, if the run wrote one: the target metric at every evaluation."""
+    if not path.exists():
+        return None
+    frame = _read_csv(
+        path, dtype={"point": str, "metric": str}, keep_default_na=False, na_values=[""]
+    )
+    _require_columns(path, frame.columns, vocab.CURVE_COLUMNS)
+    for column in ("replication", "step", "samples", "time_s", "value"):
+        frame[column] = _numbers(path, frame, column)
     return frame
 
 

@@ -245,3 +245,61 @@ def timeline(line: Timeline, title: str) -> bytes:
             frameon=False,
         )
     return png(figure)
+
+
+def curves(frame: pd.DataFrame, curves: Sequence[pd.DataFrame]) -> bytes:
+    """The target metric against time and against samples trained: a line per point and
+    backend (simulated solid, real dashed), each point one colour in both."""
+    figure = Figure(figsize=(11, 4.2))
+    ax_time, ax_samples = figure.subplots(1, 2)
+    colours = _colours([str(p) for p in frame["point"]])
+    metric = ""
+    for row, curve in zip(records(frame), curves, strict=True):
+        if curve.empty:
+            continue
+        first = curve[curve["replication"] == curve["replication"].min()].sort_values("step")
+        metric = str(first["metric"].iloc[0])
+        style = dict(color=colours[str(row["point"])], **BACKEND_STYLE[str(row["backend"])])
+        ax_time.plot(first["time_s"], first["value"], label=row_name(row), **style)  # type: ignore[arg-type]
+        ax_samples.plot(first["samples"], first["value"], **style)  # type: ignore[arg-type]
+    for ax, x in ((ax_time, "time from the measured steps' start (s)"), (ax_samples, "samples")):
+        ax.set_xlabel(x)
+        ax.set_ylabel(f"held-out {metric}")
+        ax.grid(True, alpha=0.3)
+    ax_time.set_title("Against time")
+    ax_samples.set_title("Against samples trained")
+    ax_time.legend(fontsize="x-small", loc="best")
+    return png(figure)
+
+
+def time_to_target(frame: pd.DataFrame) -> bytes:
+    """Time to target per point and backend; the fastest point to the target (star) and
+    the point of highest throughput (diamond) of each backend marked."""
+    figure = Figure(figsize=(11, 0.5 + 0.35 * len(frame)))
+    ax = figure.subplots()
+    points = list(dict.fromkeys(str(p) for p in frame["point"]))
+    y = {p: i for i, p in enumerate(points)}
+    for backend, rows in frame.groupby("backend", sort=False):
+        shift = -0.2 if backend == "sim" else 0.2
+        ys = [y[str(p)] + shift for p in rows["point"]]
+        ax.barh(
+            ys,
+            rows["time_to_target_s"].fillna(0.0),
+            height=0.38,
+            label=str(backend),
+            color="C0" if backend == "sim" else "C1",
+        )
+        times = rows["time_to_target_s"].to_numpy(dtype=float)
+        names = [str(p) for p in rows["point"]]
+        if np.isfinite(times).any():
+            best = int(np.nanargmin(times))
+            ax.plot(times[best], y[names[best]] + shift, "k*", ms=12)
+        fastest = int(np.argmax(rows["throughput_samples_per_s"].to_numpy(dtype=float)))
+        ax.plot(0, y[names[fastest]] + shift, "kD", ms=7)
+    ax.set_yticks(range(len(points)))
+    ax.set_yticklabels(points, fontsize="x-small")
+    ax.invert_yaxis()
+    ax.set_xlabel("time to target (s)")
+    ax.legend(fontsize="small", loc="best", title="* fastest to target, ◆ highest throughput")
+    figure.tight_layout()
+    return png(figure)

@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from scenarios import vocab
 
 from .load import Run, records
@@ -28,6 +30,7 @@ SECTIONS = (
     ("time-breakdown", "Where the time goes"),
     ("step-times", "Step times"),
     ("staleness", "Staleness"),
+    ("time-to-target", "Time to target"),
     ("timelines", "Timelines"),
     ("points", "All points"),
     ("provenance", "Provenance"),
@@ -245,6 +248,46 @@ def staleness_table(report: Report) -> Table:
     return header, rows
 
 
+def target_table(report: Report) -> Table:
+    """Time to target per point and backend, the fastest to it and the fastest in
+    throughput of each backend marked."""
+    frame = report.frame.reset_index(drop=True)
+    marks: dict[int, list[str]] = {}
+    for backend in dict.fromkeys(frame["backend"]):
+        mine = np.flatnonzero((frame["backend"] == backend).to_numpy())
+        times = frame["time_to_target_s"].to_numpy(dtype=float)[mine]
+        if np.isfinite(times).any():
+            marks.setdefault(int(mine[np.nanargmin(times)]), []).append("fastest to target")
+        rates = frame["throughput_samples_per_s"].to_numpy(dtype=float)[mine]
+        marks.setdefault(int(mine[np.argmax(rates)]), []).append("highest throughput")
+    header = [
+        "point",
+        "backend",
+        "time to target",
+        "updates",
+        "epochs",
+        "final metric",
+        "samples/s",
+        "",
+    ]
+    body = []
+    for i, row in enumerate(records(frame)):
+        reached = row["time_to_target_s"] == row["time_to_target_s"]
+        body.append(
+            [
+                str(row["point"]),
+                str(row["backend"]),
+                f"{row['time_to_target_s']:.3g} s" if reached else "not reached",
+                _num(row["steps_to_target"]) if reached else "",
+                f"{row['epochs_to_target']:.3g}" if reached else "",
+                f"{row['final_metric']:.4g}",
+                _num(row["throughput_samples_per_s"]),
+                ", ".join(marks.get(i, [])),
+            ]
+        )
+    return header, body
+
+
 def points_table(report: Report) -> Table:
     header = [
         "point",
@@ -420,6 +463,14 @@ def to_html(report: Report, generated: str | None = None) -> str:
         )
     else:
         body["staleness"] = _paragraphs(["No asynchronous runs: every update is fresh."])
+    if "time-to-target" in report.plots:
+        body["time-to-target"] = (
+            _figure(report.plots["time-to-target"])
+            + _html_table(target_table(report))
+            + _figure(report.plots["curves"])
+        )
+    else:
+        body["time-to-target"] = _paragraphs(["No point has a target (training.target)."])
     body["timelines"] = (
         _paragraphs(
             [
@@ -501,6 +552,8 @@ def to_markdown(report: Report, html_name: str, generated: str | None = None) ->
     ]
     if not report.asynchronous.empty:
         sections.append(("Staleness", staleness_table))
+    if "time-to-target" in report.plots:
+        sections.append(("Time to target", target_table))
     sections.append(("All points", points_table))
     for heading, table in sections:
         out += [f"## {heading}", "", _md_table(table(report)), ""]

@@ -105,11 +105,34 @@ def build(directories: Sequence[str | Path], timelines: bool = True) -> Report:
             ),
             "Updates applied between a worker's read of the parameters and its update.",
         )
+    if any(run.curves is not None for run in runs):
+        report.plots["curves"] = Plot(
+            "curves",
+            "The target metric as training goes",
+            plots.curves(frame, [curve_of(runs[r["source"]], str(r["point"])) for r in rows]),
+            "Held-out metric at every evaluation (curves.csv; the first replication or "
+            "run); simulated solid, real dashed.",
+        )
+        report.plots["time-to-target"] = Plot(
+            "time-to-target",
+            "Time to target",
+            plots.time_to_target(frame),
+            "Per point and backend; a point that did not reach the target has no bar.",
+        )
     for row, (line, source) in zip(rows if timelines else [], lines, strict=True):
         name = plots.row_name(row)
         key = f"timeline-{row['source']}-{row['backend']}-{row['point']}"
         report.timelines.append(Plot(key, name, plots.timeline(line, name), f"from {source}"))
     return report
+
+
+def curve_of(run: Run, point: str) -> pd.DataFrame:
+    """The curves.csv rows of one point (none where the run wrote none)."""
+    if run.curves is None:
+        return pd.DataFrame(
+            columns=["point", "replication", "step", "samples", "time_s", "metric", "value"]
+        )
+    return run.curves[run.curves["point"] == point]
 
 
 def timeline_of(run: Run, point: str) -> tuple[Timeline, str]:

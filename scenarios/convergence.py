@@ -82,6 +82,8 @@ class ConvergenceSpec(Strict):
 
     @model_validator(mode="after")
     def _direction(self) -> ConvergenceSpec:
+        if not self.scale_samples > 0 or not self.noise_scale > 0:
+            raise ValueError("scale_samples and noise_scale: samples, above 0")
         if self.metric == "accuracy" and not self.initial < self.final:
             raise ValueError(f"final: an accuracy curve rises ({self.initial} to {self.final})")
         if self.metric == "loss" and not self.initial > self.final:

@@ -179,6 +179,7 @@ class CurveFit(_Strict):
     steps: list[int]
     values: list[float]
     staleness: list[float] = []
+    eval_s: float | None = None  # the median evaluation's duration, seconds
 
 
 class ConvergenceEntry(_Strict):
@@ -188,6 +189,9 @@ class ConvergenceEntry(_Strict):
     data: str
     fit: ConvergenceSpec
     rms: float = Field(ge=0)  # of the fit's residuals over every evaluation (metric units)
+    # one evaluation of the held-out split by one worker (median over the single-worker
+    # curves), seconds; what the simulator charges each evaluation
+    eval_s: float | None = None
     curves: list[CurveFit] = []
 
 
@@ -237,11 +241,11 @@ class Profile(_Strict):
         # YAML reads an unquoted `created: 2026-11-29T12:00:00+00:00` as a datetime
         return value.isoformat() if isinstance(value, dt.date) else value
 
-    def convergence_for(self, model: str, data: str) -> ConvergenceSpec | None:
-        """The fitted statistical efficiency of `model` on `data`, if calibrated."""
+    def convergence_for(self, model: str, data: str) -> ConvergenceEntry | None:
+        """The calibrated statistical efficiency of `model` on `data`, if any."""
         for entry in self.convergence:
             if entry.model == model and entry.data == data:
-                return entry.fit
+                return entry
         return None
 
     def startup(self, model: str, batch: int, dtype: str, processes: int) -> float | None:
@@ -440,6 +444,7 @@ def dump_profile(profile: Profile) -> str:
                 "data": c.data,
                 "fit": c.fit.model_dump(exclude={"name", "base"}),
                 "rms": c.rms,
+                **({"eval_s": c.eval_s} if c.eval_s is not None else {}),
                 "curves": [curve.model_dump() for curve in c.curves],
             }
             for c in profile.convergence

@@ -81,12 +81,13 @@ def target_curve(
     spec: ScenarioSpec, outcome: SimulationOutcome, forward_s: float, profile: Any = None
 ) -> dict[str, np.ndarray] | None:
     """The point's curve at every evaluation, or None where it has no target. A
-    calibration profile's fit for the model and data wins over `model.convergence`."""
+    calibration profile's fit for the model and data wins over `model.convergence`, and
+    its measured evaluation time over one worker's forward pass."""
     target = spec.training.target
     if target is None:
         return None
-    fitted = profile.convergence_for(spec.model.name, spec.training.data) if profile else None
-    model = fitted or spec.model.convergence
+    calibrated = profile.convergence_for(spec.model.name, spec.training.data) if profile else None
+    model = calibrated.fit if calibrated is not None else spec.model.convergence
     if model is None:
         raise ScenarioError(
             f"model.convergence: model {spec.model.name!r} has none, needed by "
@@ -102,7 +103,9 @@ def target_curve(
         updates_of(spec, outcome),
         update_ends(spec, outcome),
         spec.training.evaluation.every_steps,
-        eval_seconds(spec, forward_s),
+        calibrated.eval_s
+        if calibrated is not None and calibrated.eval_s is not None
+        else eval_seconds(spec, forward_s),
         measure_begin(spec, outcome),
     )
 

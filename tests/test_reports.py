@@ -524,3 +524,37 @@ def test_report_renders_in_headless_chromium(paired: Path, tmp_path: Path) -> No
     )
     seen = _browse(broken, tmp_path / "profile")
     assert seen["images"] == "7" and seen["loaded"] == "6"
+
+
+def test_time_to_target_section_marks_the_fastest_points(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A simulated time-to-target sweep: the report draws the curves and the time to
+    target, and its table marks the point fastest to the target and the one of highest
+    throughput, as results.csv orders them; a curves.csv that is not one is refused."""
+    from sim.cli import main as simulate
+
+    library = ROOT / "scenarios/library/digits-time-to-target.yaml"
+    out = tmp_path / "sim"
+    sets = [
+        "--set",
+        "sweep={training.batch_per_worker: [16, 64]}",
+        "--set",
+        "training.max_epochs=4",
+    ]
+    assert simulate([str(library), "--out", str(out), "--quiet", *sets]) == 0
+    code, _, err = _run_report(capsys, str(out), "--out", str(tmp_path / "r.html"))
+    assert code == 0, err
+    markdown = (tmp_path / "r.md").read_text()
+    section = markdown.split("## Time to target")[1].split("\n## ")[0]
+    results = pd.read_csv(out / "results.csv")
+    fastest = results.loc[results.time_to_target_s.idxmin(), "point"]
+    busiest = results.loc[results.throughput_samples_per_s.idxmax(), "point"]
+    lines = {line.split(" | ")[0].strip("| "): line for line in section.splitlines()[3:]}
+    assert "fastest to target" in lines[fastest] and "highest throughput" in lines[busiest]
+    page = (tmp_path / "r.html").read_text()
+    assert 'id="time-to-target"' in page and page.count("data:image/png;base64") >= 5
+    (out / "curves.csv").write_text("point,step\nx,1\n")
+    code, _, err = _run_report(capsys, str(out), "--out", str(tmp_path / "bad.html"))
+    assert code == 2 and "curves.csv: column 'replication' missing" in err
+    assert not (tmp_path / "bad.html").exists()
