@@ -534,7 +534,7 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
     if targeted and targeted[0].training.data == "digits":
         from .calibrate_convergence import calibrate_convergence
 
-        convergence.append(calibrate_convergence(targeted[0], say))
+        convergence.append(calibrate_convergence(targeted, say))
     return Profile(
         convergence=convergence,
         restarts=restarts,

@@ -1,10 +1,12 @@
 """`run-real --calibrate` for a scenario with a target: the model's statistical efficiency.
 
-Single-worker runs on the digits train at `CURVE_BATCHES` times the scenario's batch per
-worker (each as if that many workers' batches were averaged: the rate scaled by the
-scenario's rule for them, no warm-up), and one asynchronous parameter-server run of the
-scenario's workers; each to the scenario's bound, evaluated on the held-out images every
-`evaluation.every_steps` updates (no target: the whole curve). Least squares then fits
+Single-worker runs on the digits train at each synchronous point's global batch and peak
+rate (as many as `MAX_CURVES`; where the points name fewer than two, `CURVE_BATCHES` times
+the batch per worker, the rate scaled by the scenario's rule as if that many workers'
+batches were averaged), at that rate throughout, and one asynchronous parameter-server
+run of the first point's workers; each to the scenario's bound, evaluated on the
+held-out images every `evaluation.every_steps` updates (no target: the whole curve).
+Least squares then fits
 `model.convergence` (scenarios/convergence.py) to every evaluation of every run, each
 predicted from that run's own rates, batches and (asynchronous) staleness. The early
 phase is not fitted (early_sharpness 1): a few curves of a small model do not tell it.
@@ -20,19 +22,21 @@ import numpy as np
 
 from scenarios.convergence import ConvergenceSpec, Updates, progress
 from scenarios.profile import ConvergenceEntry, CurveFit
-from scenarios.schedule import schedule
+from scenarios.schedule import scale_of, schedule_of
 from scenarios.spec import ScenarioSpec, StrategySpec
 
 from .launcher import Launcher
 from .runner import jobs_for
 
-#: the batches of the single-worker curves, in the scenario's batches per worker
+#: the batches of the single-worker curves where the scenario's points name fewer than
+#: two, in its batches per worker; at most MAX_CURVES of the points' own otherwise
 CURVE_BATCHES = (1, 4, 16)
+MAX_CURVES = 4
 TIMEOUT_S = 600.0
 
 
-def _curve_job(spec: ScenarioSpec, kind: Literal["single", "async"], k: int) -> ScenarioSpec:
-    """The variant of the point a calibration curve runs: one worker at k batches
+def _curve_job(spec: ScenarioSpec, kind: Literal["single", "async"], batch: int) -> ScenarioSpec:
+    """The variant of the point a calibration curve runs: one worker at `batch`
     (`single`), or the point's workers under asynchronous parameter servers (`async`)."""
     training = spec.training.model_copy(update={"target": None})
     if kind == "single":
@@ -40,9 +44,7 @@ def _curve_job(spec: ScenarioSpec, kind: Literal["single", "async"], k: int) -> 
             update={
                 "cluster": spec.cluster.model_copy(update={"hosts": 1, "devices_per_host": 1}),
                 "strategy": StrategySpec(),
-                "training": training.model_copy(
-                    update={"batch_per_worker": spec.training.batch_per_worker * k}
-                ),
+                "training": training.model_copy(update={"batch_per_worker": batch}),
                 "failures": (),
             }
         )
@@ -57,27 +59,21 @@ def _curve_job(spec: ScenarioSpec, kind: Literal["single", "async"], k: int) -> 
     return variant
 
 
-def _rates(spec: ScenarioSpec, kind: str, k: int, n: int) -> np.ndarray:
-    lr = spec.training.learning_rate
-    workers = k if kind == "single" else 1
-    batch = spec.training.batch_per_worker * (k if kind == "single" else 1)
-    return schedule(lr.base, lr.scaling, workers, batch, None).rates(np.arange(n))
-
-
-def measure_curve(spec: ScenarioSpec, kind: Literal["single", "async"], k: int = 1) -> CurveFit:
-    """One calibration run and its evaluations."""
-    variant = _curve_job(spec, kind, k)
+def measure_curve(
+    spec: ScenarioSpec, kind: Literal["single", "async"], batch: int, rate: float
+) -> CurveFit:
+    """One calibration run at a constant `rate`, and its evaluations."""
+    variant = _curve_job(spec, kind, batch)
     n = variant.training.warmup_steps + variant.training.steps
     lr = spec.training.learning_rate
-    rates = _rates(spec, kind, k, n)
     jobs = jobs_for(variant)
-    flat = {"base": float(rates[0]), "peak": float(rates[0])}  # no warm-up, no decay
+    flat = {"base": rate, "peak": rate}  # no warm-up, no decay
     held = spec.training.holdout_samples
     every = spec.training.evaluation.every_steps
     jobs = [
         job.replace(
             schedule=flat,
-            learning_rate=float(rates[0]),
+            learning_rate=rate,
             eval_every=every if job.role in ("worker", "chief") and not job.serve else 0,
             holdout=held,
             target=None,
@@ -96,7 +92,7 @@ def measure_curve(spec: ScenarioSpec, kind: Literal["single", "async"], k: int =
     return CurveFit(
         kind=kind,
         batch=variant.training.batch_per_worker,
-        rate=float(rates[0]),
+        rate=rate,
         scaling=lr.scaling,
         steps=[int(r["step"]) for r in evals],
         values=[float(r[metric]) for r in evals],
@@ -175,11 +171,40 @@ def fit(curves: list[CurveFit], metric: str, initial: float) -> tuple[Convergenc
     return spec, math.sqrt(best.fun / len(observed))
 
 
-def calibrate_convergence(spec: ScenarioSpec, say: Any) -> ConvergenceEntry:
-    """The curves and the fit for the point's model (the scenario's first point with a
-    target)."""
-    curves = [measure_curve(spec, "single", k) for k in CURVE_BATCHES]
-    curves.append(measure_curve(spec, "async"))
+def curve_points(specs: list[ScenarioSpec]) -> tuple[ScenarioSpec, list[tuple[int, float]]]:
+    """The (batch, rate) of each single-worker curve: each synchronous point's global
+    batch at its peak rate (one worker then applies the updates the point's workers
+    average), at most MAX_CURVES spread over them; where the points name fewer than two,
+    CURVE_BATCHES times the batch per worker, as if that many workers' batches were
+    averaged (the rate scaled by the scenario's rule). The spec the curves start from is
+    the first point's."""
+    first = specs[0]
+    pairs = sorted(
+        {
+            (s.samples_per_step, round(schedule_of(s).peak, 12))
+            for s in specs
+            if not (s.strategy.kind == "parameter_server" and not s.strategy.sync)
+        }
+    )
+    if len(pairs) < 2:
+        lr, per_worker = first.training.learning_rate, first.training.batch_per_worker
+        pairs = [(k * per_worker, lr.base * scale_of(lr.scaling, k)) for k in CURVE_BATCHES]
+    if len(pairs) > MAX_CURVES:
+        picks = np.linspace(0, len(pairs) - 1, MAX_CURVES).round().astype(int)
+        pairs = [pairs[i] for i in sorted(set(picks))]
+    return first, pairs
+
+
+def calibrate_convergence(specs: list[ScenarioSpec], say: Any) -> ConvergenceEntry:
+    """The curves and the fit for the model of the points (with a target, one model)."""
+    spec, pairs = curve_points(specs)
+    curves = [measure_curve(spec, "single", batch, rate) for batch, rate in pairs]
+    lr = spec.training.learning_rate
+    curves.append(
+        measure_curve(
+            spec, "async", spec.training.batch_per_worker, lr.base * scale_of(lr.scaling, 1)
+        )
+    )
     target = spec.training.target
     metric = target.metric if target is not None else "accuracy"
     initial = 0.1 if metric == "accuracy" else math.log(10)  # chance on the ten digits

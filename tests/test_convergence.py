@@ -248,3 +248,20 @@ def test_the_calibration_fit_recovers_the_curves_of_known_parameters():
     assert rms < 0.01
     unseen = curve(128, 0.4)
     assert np.max(np.abs(predicted(fitted, unseen) - np.asarray(unseen.values))) < 0.01
+
+
+def test_the_calibration_curves_are_at_the_synchronous_points_batches_and_rates():
+    from real.calibrate_convergence import curve_points
+
+    library = Path(__file__).resolve().parent.parent / "scenarios/library"
+    scenario = load(library / "digits-time-to-target.yaml")
+    first, pairs = curve_points([p.spec for p in scenario.points])
+    assert first.training.batch_per_worker == 16
+    # 2 workers x 16, 32 and 64, each at 0.02 x 2 workers (linear scaling)
+    assert pairs == [(32, 0.04), (64, 0.04), (128, 0.04)]
+    alone = load(library / "digits-time-to-target.yaml", ("sweep={}",))
+    assert curve_points([p.spec for p in alone.points])[1] == [
+        (16, 0.02),
+        (64, 0.08),
+        (256, 0.32),
+    ]
