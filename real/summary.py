@@ -185,15 +185,7 @@ def target_row(
         return {**dict.fromkeys(vocab.TARGET_COLUMNS, np.nan), "curve": None, "target_reason": None}
     target = spec.training.target
     assert target is not None
-    columns, why = to_target(
-        curve["step"],
-        curve["samples"],
-        curve["epoch"],
-        curve["time_s"],
-        curve["value"],
-        target.metric,
-        target.value,
-    )
+    columns, why = to_target(curve, target.metric, target.value)
     return {**columns, "curve": curve, "target_reason": why}
 
 

@@ -254,20 +254,16 @@ def curve(
 
 
 def to_target(
-    steps: np.ndarray,
-    samples: np.ndarray,
-    epochs: np.ndarray,
-    times: np.ndarray,
-    values: np.ndarray,
-    metric: str,
-    value: float,
+    curve: dict[str, np.ndarray], metric: str, value: float
 ) -> tuple[dict[str, float], str | None]:
-    """results.csv's time-to-target columns from a curve (its evaluations in order), and
-    why they are empty where the target was not met (None where it was). Both backends
-    call it on the curve they write to curves.csv."""
+    """results.csv's time-to-target columns from a curve (its evaluations in order:
+    `step`, `samples`, `epoch`, `time_s`, `value`, as `curve` gives them), and why they
+    are empty where the target was not met (None where it was). Both backends call it on
+    the curve they write to curves.csv."""
     from .training import Target
 
     target = Target(metric=metric, value=value)  # type: ignore[arg-type]
+    steps, values = curve["step"], curve["value"]
     final = float(values[-1]) if len(values) else math.nan
     row = dict.fromkeys(
         ("steps_to_target", "samples_to_target", "epochs_to_target", "time_to_target_s"), math.nan
@@ -284,8 +280,8 @@ def to_target(
     i = met[0]
     row.update(
         steps_to_target=float(steps[i]),
-        samples_to_target=float(samples[i]),
-        epochs_to_target=float(epochs[i]),
-        time_to_target_s=float(times[i]),
+        samples_to_target=float(curve["samples"][i]),
+        epochs_to_target=float(curve["epoch"][i]),
+        time_to_target_s=float(curve["time_s"][i]),
     )
     return row, None

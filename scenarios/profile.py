@@ -56,7 +56,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .convergence import ConvergenceSpec
 from .errors import ScenarioError
-from .spec import Bandwidth, Bytes, DType, PositiveSeconds, Seconds, StrategySpec
+from .fields import Bandwidth, Bytes, DType, PositiveSeconds, Seconds
+from .spec import StrategySpec
 
 
 class _Strict(BaseModel):

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ScenarioError
+from .figures import PublishedPoint, PublishedSpec
 from .loader import Point, Scenario, sweep_paths
-from .spec import PublishedPoint, PublishedSpec
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from . import catalog, keras_layers
+from .backends import RealSpec, SimSpec
 from .convergence import ConvergenceSpec
 from .dynamics import (
     CheckpointSpec,
@@ -36,12 +37,12 @@ from .fields import (
     DType,
     FlopRate,
     Flops,
-    PositiveSeconds,
     Seconds,
     Strict,
     _catalog_ref,
     _LocatedError,
 )
+from .figures import PublishedSpec
 from .training import TrainingSpec
 
 # --------------------------------------------------------------------------- model
@@ -379,69 +380,6 @@ class StrategySpec(Strict):
                 "'local_aggregation' applies to synchronous training (sync: true) only"
             )
         return self
-
-
-# ------------------------------------------------------------------ backends
-
-
-class SimSpec(Strict):
-    network_model: Literal["flow", "analytical"] = "flow"
-    # where the sweep points run: here, or as Spark tasks (on real.spark's master)
-    engine: Literal["local", "spark"] = "local"
-    replications: int = Field(default=1, ge=1)
-    # time only the first N measured steps event by event; a target's time beyond them
-    # extends at their mean step time (long runs to a target: 90 epochs of ImageNet)
-    timed_steps: int | None = Field(default=None, ge=1)
-
-
-class SparkSpec(Strict):
-    """Where `real.engine: spark` runs: any Spark master URL, and Spark properties."""
-
-    master: str = "local[*]"  # local[N], local-cluster[...], spark://host:port, yarn, k8s://...
-    conf: dict[str, str] = Field(default_factory=dict)
-
-
-class RealSpec(Strict):
-    engine: Literal["local", "spark"] = "local"
-    spark: SparkSpec = Field(default_factory=SparkSpec)
-    # a directory every Spark executor and the driver see (checkpoints); a non-local
-    # master needs one
-    shared_dir: str | None = None
-    device: Literal["cpu", "gpu"] = "cpu"
-    timeout: PositiveSeconds = Field(default="15 min", validate_default=True)
-    # runs of each point, interleaved (every point once, then again, the grid forward and
-    # backward in turn: real.runner.round_order); results are their
-    # means with 95% half-widths, as sim.replications are for the simulator
-    repeats: int = Field(default=1, ge=1)
-    # run each job shape once on one worker too, for scaling_efficiency (empty without)
-    baseline: bool = True
-
-
-# ------------------------------------------------------------------ published figures
-
-
-class PublishedPoint(Strict):
-    """One published figure: the sweep point it belongs to and its value."""
-
-    # the swept fields and values that pick the point out of the sweep ({}: no sweep)
-    at: dict[str, Any] = {}
-    value: float = Field(gt=0)  # samples/s, or a scaling efficiency as a fraction
-    note: str = ""
-
-
-class PublishedSpec(Strict):
-    """Where a scenario's published measurements come from (`scenarios/published/`).
-
-    Read by `make validate-published` only: `simulate` and `run-real` ignore it. The rest
-    of the file is the source's setup (hardware, network, model, batch, framework), never
-    fitted to the figures."""
-
-    source: str = Field(min_length=1)  # the citation
-    url: str = Field(min_length=1)
-    table: str = Field(min_length=1)  # the table or figure, row and column
-    setup: str = ""  # how the scenario's setup follows from the source, and what it assumes
-    metric: Literal["throughput_samples_per_s", "scaling_efficiency"] = "throughput_samples_per_s"
-    points: tuple[PublishedPoint, ...] = Field(min_length=1)
 
 
 # ------------------------------------------------------------------ the file

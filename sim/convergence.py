@@ -118,12 +118,4 @@ def target_columns(
         return dict.fromkeys(vocab.TARGET_COLUMNS, np.nan), "no training.target"
     target = spec.training.target
     assert target is not None
-    return convergence.to_target(
-        curve["step"],
-        curve["samples"],
-        curve["epoch"],
-        curve["time_s"],
-        curve["value"],
-        target.metric,
-        target.value,
-    )
+    return convergence.to_target(curve, target.metric, target.value)

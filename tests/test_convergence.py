@@ -163,16 +163,19 @@ def test_the_curve_is_read_at_every_evaluation_and_each_evaluation_delays_what_f
 
 
 def test_to_target_takes_the_first_evaluation_that_meets_it():
-    steps, values = np.array([10, 20, 30]), np.array([0.5, 0.91, 0.95])
-    row, why = convergence.to_target(
-        steps, steps * 32.0, steps / 10, steps * 0.1, values, "accuracy", 0.9
-    )
+    steps = np.array([10, 20, 30])
+    curve = {
+        "step": steps,
+        "samples": steps * 32.0,
+        "epoch": steps / 10,
+        "time_s": steps * 0.1,
+        "value": np.array([0.5, 0.91, 0.95]),
+    }
+    row, why = convergence.to_target(curve, "accuracy", 0.9)
     assert why is None
     assert row["steps_to_target"] == 20 and row["time_to_target_s"] == pytest.approx(2.0)
     assert row["final_metric"] == 0.95
-    row, why = convergence.to_target(
-        steps, steps * 32.0, steps / 10, steps * 0.1, values, "loss", 0.4
-    )
+    row, why = convergence.to_target(curve, "loss", 0.4)
     assert math.isnan(row["steps_to_target"]) and "not reached in 30 updates" in str(why)
 
 

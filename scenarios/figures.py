@@ -1,0 +1,34 @@
+"""The scenario's `published` section: the measurements a source published for its setup
+(read by `make validate-published`, scenarios/published.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .fields import Strict
+
+
+class PublishedPoint(Strict):
+    """One published figure: the sweep point it belongs to and its value."""
+
+    # the swept fields and values that pick the point out of the sweep ({}: no sweep)
+    at: dict[str, Any] = {}
+    value: float = Field(gt=0)  # samples/s, or a scaling efficiency as a fraction
+    note: str = ""
+
+
+class PublishedSpec(Strict):
+    """Where a scenario's published measurements come from (`scenarios/published/`).
+
+    Read by `make validate-published` only: `simulate` and `run-real` ignore it. The rest
+    of the file is the source's setup (hardware, network, model, batch, framework), never
+    fitted to the figures."""
+
+    source: str = Field(min_length=1)  # the citation
+    url: str = Field(min_length=1)
+    table: str = Field(min_length=1)  # the table or figure, row and column
+    setup: str = ""  # how the scenario's setup follows from the source, and what it assumes
+    metric: Literal["throughput_samples_per_s", "scaling_efficiency"] = "throughput_samples_per_s"
+    points: tuple[PublishedPoint, ...] = Field(min_length=1)
