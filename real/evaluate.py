@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from scenarios.training import Target
+
 from . import protocol
 from .job import Job
 
@@ -64,12 +66,7 @@ class Evaluator:
                 "accuracy": accuracy,
             }
         )
-        target = self.job.target
-        if not target:
+        if not self.job.target:
             return False
-        value = accuracy if target["metric"] == "accuracy" else loss
-        if value != value:
-            return False
-        return (
-            value >= target["value"] if target["metric"] == "accuracy" else value <= target["value"]
-        )
+        target = Target.model_validate(self.job.target)
+        return target.met(accuracy if target.metric == "accuracy" else loss)

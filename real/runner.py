@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from scenarios import vocab
+from scenarios.convergence import curve_frame
 from scenarios.errors import NotModelledError, ScenarioError
 from scenarios.loader import Point, Scenario
 from scenarios.schedule import schedule_of
@@ -312,24 +313,11 @@ def run_point(point: Point) -> RealPoint:
         row,
         frame,
         placement=launch.placement or None,
-        curves=None if curve is None else curve_frame(point.id, spec, curve),
+        curves=None
+        if curve is None or spec.training.target is None
+        else curve_frame(point.id, 0, spec.training.target.metric, curve),
         target=why,
     )
-
-
-def curve_frame(point_id: str, spec: ScenarioSpec, curve: dict[str, Any]) -> pd.DataFrame:
-    """curves.csv's rows of one run of a point."""
-    target = spec.training.target
-    assert target is not None
-    return pd.DataFrame(
-        {
-            "point": point_id,
-            "replication": 0,
-            **{k: curve[k] for k in ("step", "samples", "epoch", "time_s")},
-            "metric": target.metric,
-            "value": curve["value"],
-        }
-    ).reindex(columns=list(vocab.CURVE_COLUMNS))
 
 
 def run(

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scenarios import vocab
+
 from . import plots
 from .compare import Agreement, agreement, combine
 from .load import Run, load_run, read_trace, records
@@ -129,9 +131,7 @@ def build(directories: Sequence[str | Path], timelines: bool = True) -> Report:
 def curve_of(run: Run, point: str) -> pd.DataFrame:
     """The curves.csv rows of one point (none where the run wrote none)."""
     if run.curves is None:
-        return pd.DataFrame(
-            columns=["point", "replication", "step", "samples", "time_s", "metric", "value"]
-        )
+        return pd.DataFrame(columns=list(vocab.CURVE_COLUMNS))
     return run.curves[run.curves["point"] == point]
 
 

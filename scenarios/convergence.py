@@ -51,12 +51,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from .fields import Count, Strict
+from .training import Target
 
 #: updates integrated one by one; beyond, in this many chunks of equal count
 EXACT_UPDATES = 20_000
@@ -260,8 +261,6 @@ def to_target(
     `step`, `samples`, `epoch`, `time_s`, `value`, as `curve` gives them), and why they
     are empty where the target was not met (None where it was). Both backends call it on
     the curve they write to curves.csv."""
-    from .training import Target
-
     target = Target(metric=metric, value=value)  # type: ignore[arg-type]
     steps, values = curve["step"], curve["value"]
     final = float(values[-1]) if len(values) else math.nan
@@ -285,3 +284,20 @@ def to_target(
         time_to_target_s=float(curve["time_s"][i]),
     )
     return row, None
+
+
+def curve_frame(point_id: str, replication: int, metric: str, curve: dict[str, np.ndarray]) -> Any:
+    """curves.csv's rows of one run (replication) of a point, from its curve."""
+    import pandas as pd
+
+    from . import vocab
+
+    return pd.DataFrame(
+        {
+            "point": point_id,
+            "replication": replication,
+            **{k: curve[k] for k in ("step", "samples", "epoch", "time_s")},
+            "metric": metric,
+            "value": curve["value"],
+        }
+    ).reindex(columns=list(vocab.CURVE_COLUMNS))

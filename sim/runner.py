@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from scenarios import vocab
+from scenarios.convergence import curve_frame
 from scenarios.dynamics import RandomFailure
 from scenarios.loader import Point, Scenario
 from scenarios.profile import Profile, load_profile
@@ -169,7 +170,8 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         rows[-1].update(columns)
         why = why or reason
         if curve is not None:
-            curves.append(_curve_frame(point.id, replication, spec, curve))
+            metric = spec.training.target.metric if spec.training.target else ""
+            curves.append(curve_frame(point.id, replication, metric, curve))
         frames.append(_steps_frame(point.id, replication, timed, outcome))
         if replication == 0:
             first = rows[0]
@@ -229,25 +231,6 @@ def timed_spec(spec: ScenarioSpec) -> ScenarioSpec:
     if timed is None or spec.training.steps <= timed:
         return spec
     return spec.model_copy(update={"training": spec.training.model_copy(update={"steps": timed})})
-
-
-def _curve_frame(
-    point_id: str, replication: int, spec: ScenarioSpec, curve: dict[str, Any]
-) -> pd.DataFrame:
-    target = spec.training.target
-    assert target is not None
-    return pd.DataFrame(
-        {
-            "point": point_id,
-            "replication": replication,
-            "step": curve["step"],
-            "samples": curve["samples"],
-            "epoch": curve["epoch"],
-            "time_s": curve["time_s"],
-            "metric": target.metric,
-            "value": curve["value"],
-        }
-    )
 
 
 def _steps_frame(point_id: str, replication: int, spec: ScenarioSpec, outcome: Any) -> pd.DataFrame:
