@@ -26,9 +26,12 @@ $(TF): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/simulate scenarios/library/resnet50-v100-scaling.yaml
 
-# the default run leaves out the tests marked slow; CI (.ci/run) runs both targets
+# the default run leaves out the tests marked slow; CI (.ci/run) runs both targets. The
+# tests that start no TensorFlow process run on every core (pytest-xdist); those marked
+# real run one at a time, as their timings assume a machine of their own
 test: $(TF)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow and not real" -n auto
+	$(BIN)/python -m pytest -q -m "not slow and real"
 
 test-slow: $(TF)
 	$(BIN)/python -m pytest -q -m slow
