@@ -4,9 +4,12 @@ Single-worker runs on the digits train at each synchronous point's global batch 
 rate (as many as `MAX_CURVES`; where the points name fewer than two, `CURVE_BATCHES` times
 the batch per worker, the rate scaled by the scenario's rule as if that many workers'
 batches were averaged), at that rate throughout, and one asynchronous parameter-server
-run of the first point's workers; each to the scenario's bound, evaluated on the
-held-out images every `evaluation.every_steps` updates (no target: the whole curve).
-Least squares then fits
+run of the first point's workers; each `CURVE_REPEATS` times over different shuffles
+(seeds), evaluated on the held-out images every `evaluation.every_steps` updates, until
+past the target (`past`: half-way from it to a perfect score) or the scenario's bound.
+The curves then describe where the target is crossed, which is what the prediction is
+for, and not the long tail after it; one run's crossing moves by a third from one
+shuffle to the next (docs/validation.md), so each curve is repeated. Least squares then fits
 `model.convergence` (scenarios/convergence.py) to every evaluation of every run, each
 predicted from that run's own rates, batches and (asynchronous) staleness. The early
 phase is not fitted (early_sharpness 1): a few curves of a small model do not tell it.
@@ -24,6 +27,7 @@ from scenarios.convergence import ConvergenceSpec, Updates, progress
 from scenarios.profile import ConvergenceEntry, CurveFit
 from scenarios.schedule import scale_of, schedule_of
 from scenarios.spec import ScenarioSpec, StrategySpec
+from scenarios.training import Target
 
 from .launcher import Launcher
 from .runner import jobs_for
@@ -32,12 +36,27 @@ from .runner import jobs_for
 #: two, in its batches per worker; at most MAX_CURVES of the points' own otherwise
 CURVE_BATCHES = (1, 4, 16)
 MAX_CURVES = 4
+#: runs of each curve, over as many shuffles of the training images
+CURVE_REPEATS = 3
 TIMEOUT_S = 600.0
 
 
-def _curve_job(spec: ScenarioSpec, kind: Literal["single", "async"], batch: int) -> ScenarioSpec:
+def past(target: Target | None) -> Target | None:
+    """Where a calibration curve stops: half-way from the scenario's target to a perfect
+    score (accuracy 1, loss 0), so that the curve covers the crossing and a little after."""
+    if target is None:
+        return None
+    if target.metric == "accuracy":
+        return Target(metric="accuracy", value=target.value + (1 - target.value) / 2)
+    return Target(metric="loss", value=target.value / 2)
+
+
+def _curve_job(
+    spec: ScenarioSpec, kind: Literal["single", "async"], batch: int, repeat: int = 0
+) -> ScenarioSpec:
     """The variant of the point a calibration curve runs: one worker at `batch`
-    (`single`), or the point's workers under asynchronous parameter servers (`async`)."""
+    (`single`), or the point's workers under asynchronous parameter servers (`async`);
+    its `repeat`-th run shuffles the images by the scenario's seed + `repeat`."""
     training = spec.training.model_copy(update={"target": None})
     if kind == "single":
         variant = spec.model_copy(
@@ -56,14 +75,19 @@ def _curve_job(spec: ScenarioSpec, kind: Literal["single", "async"], batch: int)
                 "failures": (),
             }
         )
-    return variant
+    return variant.model_copy(update={"seed": spec.seed + repeat})
 
 
 def measure_curve(
-    spec: ScenarioSpec, kind: Literal["single", "async"], batch: int, rate: float
+    spec: ScenarioSpec,
+    kind: Literal["single", "async"],
+    batch: int,
+    rate: float,
+    repeat: int = 0,
 ) -> CurveFit:
     """One calibration run at a constant `rate`, and its evaluations."""
-    variant = _curve_job(spec, kind, batch)
+    variant = _curve_job(spec, kind, batch, repeat)
+    stop = past(spec.training.target)
     n = variant.training.warmup_steps + variant.training.steps
     lr = spec.training.learning_rate
     jobs = jobs_for(variant)
@@ -76,7 +100,7 @@ def measure_curve(
             learning_rate=rate,
             eval_every=every if job.role in ("worker", "chief") and not job.serve else 0,
             holdout=held,
-            target=None,
+            target=stop.model_dump() if stop is not None else None,
             checkpoint_dir=None,
         )
         for job in jobs
@@ -198,20 +222,30 @@ def curve_points(specs: list[ScenarioSpec]) -> tuple[ScenarioSpec, list[tuple[in
 def calibrate_convergence(specs: list[ScenarioSpec], say: Any) -> ConvergenceEntry:
     """The curves and the fit for the model of the points (with a target, one model)."""
     spec, pairs = curve_points(specs)
-    curves = [measure_curve(spec, "single", batch, rate) for batch, rate in pairs]
     lr = spec.training.learning_rate
-    curves.append(
-        measure_curve(
-            spec, "async", spec.training.batch_per_worker, lr.base * scale_of(lr.scaling, 1)
-        )
+    asynchronous: tuple[Literal["single", "async"], int, float] = (
+        "async",
+        spec.training.batch_per_worker,
+        lr.base * scale_of(lr.scaling, 1),
     )
+    runs: list[tuple[Literal["single", "async"], int, float]] = [
+        ("single", batch, rate) for batch, rate in pairs
+    ]
+    runs.append(asynchronous)
+    # the repeats interleaved, so that a drift of the machine spreads over every curve
+    curves = [
+        measure_curve(spec, kind, batch, rate, repeat)
+        for repeat in range(CURVE_REPEATS)
+        for kind, batch, rate in runs
+    ]
     target = spec.training.target
     metric = target.metric if target is not None else "accuracy"
     initial = 0.1 if metric == "accuracy" else math.log(10)  # chance on the ten digits
     fitted, rms = fit(curves, metric, initial)
     say(
         f"convergence: {spec.model.name} on digits, {len(curves)} curves "
-        f"(batches {', '.join(str(c.batch) for c in curves[:-1])}, and asynchronous): "
+        f"({CURVE_REPEATS} runs at each of the batches "
+        f"{', '.join(str(b) for b, _ in pairs)}, and asynchronous at {asynchronous[1]}): "
         f"noise scale {fitted.noise_scale:.3g}, best rate {fitted.lr_max:.3g}, "
         f"{metric} to {fitted.final:.3g}; rms {rms:.3g}"
     )

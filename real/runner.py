@@ -263,11 +263,17 @@ def launch_job(spec: ScenarioSpec, jobs: list[Job]) -> LaunchResult:
     return Launcher(jobs, spec.real.timeout, spec.real.device).run()
 
 
-def run_point(point: Point) -> RealPoint:
+def run_point(point: Point, repetition: int = 0) -> RealPoint:
+    """One run of a point. With a target, run `repetition` of a repeated point shuffles
+    and splits the data by the scenario's seed + `repetition`: how long training takes
+    to a target varies from one shuffle to the next, and a mean over runs of one shuffle
+    would measure that one shuffle."""
     if point.spec.strategy.kind == "independent":
         return run_trials_point(point)
     started = time.perf_counter()
     spec = point.spec
+    if spec.training.target is not None and repetition:
+        spec = spec.model_copy(update={"seed": spec.seed + repetition})
     launch = launch_with_failures(spec, jobs_for(spec))
     stats, frame = summarize(spec, launch)
     curve, why = stats.pop("curve"), stats.pop("target_reason")
@@ -343,7 +349,7 @@ def run(
             if before is not None:
                 before(point, repetition)
             try:
-                runs[point.id].append(run_point(point))
+                runs[point.id].append(run_point(point, repetition))
             except GaveUp as exc:  # what finished before it is written
                 order = {p.id: i for i, p in enumerate(scenario.points)}
                 exc.done, exc.point = sorted(done, key=lambda r: order[r.point_id]), point.id

@@ -268,3 +268,18 @@ def test_the_calibration_curves_are_at_the_synchronous_points_batches_and_rates(
         (64, 0.08),
         (256, 0.32),
     ]
+
+
+def test_calibration_curves_stop_past_the_target_over_several_shuffles() -> None:
+    """A calibration curve runs to half-way between the target and a perfect score, and
+    each repeat shuffles by its own seed (the scenario's + the repeat)."""
+    from real.calibrate_convergence import _curve_job, past
+    from scenarios.training import Target
+
+    assert past(Target(metric="accuracy", value=0.92)) == Target(metric="accuracy", value=0.96)
+    assert past(Target(metric="loss", value=0.3)) == Target(metric="loss", value=0.15)
+    assert past(None) is None
+    library = Path(__file__).resolve().parent.parent / "scenarios/library"
+    spec = load(library / "digits-time-to-target.yaml").points[0].spec
+    seeds = [_curve_job(spec, kind, 32, k).seed for kind in ("single", "async") for k in (0, 2)]
+    assert seeds == [spec.seed, spec.seed + 2] * 2
