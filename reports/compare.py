@@ -84,6 +84,8 @@ def _check_pairs(frame: pd.DataFrame, runs: Sequence[Run]) -> None:
     for point in real.index.intersection(sim.index):
         s, r = sim.loc[point], real.loc[point]
         for column in IDENTITY_COLUMNS:
+            if column == "steps" and _targeted(s) and _targeted(r):
+                continue  # a run to a target stops where it meets it: its steps differ
             if not _same(s[column], r[column]):
                 raise UserError(
                     f"{runs[int(r['source'])].results_path}: column '{column}' of point "
@@ -91,6 +93,11 @@ def _check_pairs(frame: pd.DataFrame, runs: Sequence[Run]) -> None:
                     f"{runs[int(s['source'])].results_path}; sim and real must run the same "
                     f"configuration"
                 )
+
+
+def _targeted(row: Mapping[Any, Any]) -> bool:
+    """Whether a row trained to a target (its final metric is measured only then)."""
+    return math.isfinite(_number(row, "final_metric"))
 
 
 def _show(value: Any) -> str:
@@ -210,17 +217,22 @@ def ordered_pairs(
     )
 
 
-def run_to_run_noise(rows: pd.DataFrame) -> tuple[float, int] | None:
-    """Pooled relative standard deviation of one run's throughput, from real rows repeated
-    (`replications` >= 2, their 95% half-widths): (sigma, degrees of freedom), or None
-    without repeated rows. Each row's sd = half-width x sqrt(R) / t95(R - 1); the pool is
-    the root of the dof-weighted mean of (sd / mean)^2."""
-    if "replications" not in rows or "throughput_ci95_samples_per_s" not in rows:
+def run_to_run_noise(
+    rows: pd.DataFrame,
+    column: str = "throughput_samples_per_s",
+    half_width: str = "throughput_ci95_samples_per_s",
+) -> tuple[float, int] | None:
+    """Pooled relative standard deviation of one run's `column` (throughput unless told),
+    from real rows repeated (`replications` >= 2, their 95% half-widths `half_width`):
+    (sigma, degrees of freedom), or None without repeated rows. Each row's sd =
+    half-width x sqrt(R) / t95(R - 1); the pool is the root of the dof-weighted mean of
+    (sd / mean)^2."""
+    if "replications" not in rows or half_width not in rows or column not in rows:
         return None
     squares, dof = 0.0, 0
     for row in rows.to_dict(orient="records"):
         runs = _runs(row)
-        half, mean = row["throughput_ci95_samples_per_s"], row["throughput_samples_per_s"]
+        half, mean = row[half_width], row[column]
         if runs < 2 or not (math.isfinite(half) and mean > 0):
             continue
         sd = half * math.sqrt(runs) / t95(runs - 1)
@@ -264,6 +276,23 @@ def mape(errors: Sequence[float]) -> float | None:
 
 
 @dataclass(frozen=True)
+class TargetAgreement:
+    """How well the simulator predicted the real time to target (points where both
+    reached it): the MAPE, and the pairs of points the real runs tell apart (their
+    means differ by more than `resolution`, from the pooled run-to-run noise of time to
+    target) with how many of them the simulator orders as the runs do."""
+
+    points: int
+    one_sided: int  # points that reached it on one backend only
+    mape: float | None  # percent
+    noise: tuple[float, int] | None  # (relative sd of one run, degrees of freedom)
+    concordant: int
+    discordant: int
+    apart: int
+    pairs: int
+
+
+@dataclass(frozen=True)
 class Agreement:
     """How well the simulator predicted the real runs of one scenario."""
 
@@ -271,6 +300,7 @@ class Agreement:
     mape_step_time: float | None  # percent
     mape_throughput: float | None  # percent
     tau: float | None  # Kendall tau-b of throughput ranks, sim vs real
+    target: TargetAgreement | None = None  # where the points have a time to target
 
 
 PAIR_COLUMNS = (
@@ -285,7 +315,49 @@ PAIR_COLUMNS = (
     "throughput_error",
     "real_runs",
     "real_throughput_ci95",
+    "sim_time_to_target_s",
+    "real_time_to_target_s",
+    "time_to_target_error",
+    "real_time_to_target_ci95_s",
 )
+
+
+def _number(row: Mapping[Any, Any], column: str) -> float:
+    value = row.get(column, math.nan)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def target_agreement(pairs: pd.DataFrame, real: pd.DataFrame) -> TargetAgreement | None:
+    """The time-to-target agreement of `pairs` (agreement's), None where no point reached
+    a target on either backend. The noise pools the real rows' repeats."""
+    finite = np.isfinite(
+        pairs[["sim_time_to_target_s", "real_time_to_target_s"]].to_numpy(float)
+    ).reshape(-1, 2)
+    if not finite.any():
+        return None
+    both = pairs[finite.all(axis=1)]
+    noise = run_to_run_noise(real, "time_to_target_s", "time_to_target_ci95_s")
+    concordant = discordant = apart = 0
+    count = len(both) * (len(both) - 1) // 2
+    if noise is not None and len(both) >= 2:
+        means = list(both["real_time_to_target_s"])
+        gaps = resolution(means, list(both["real_runs"]), noise)
+        concordant, discordant, apart, count = ordered_pairs(
+            list(both["sim_time_to_target_s"]), means, gaps
+        )
+    return TargetAgreement(
+        points=len(both),
+        one_sided=int(np.sum(finite.sum(axis=1) == 1)),
+        mape=mape(list(both["time_to_target_error"])),
+        noise=noise,
+        concordant=concordant,
+        discordant=discordant,
+        apart=apart,
+        pairs=count,
+    )
 
 
 def agreement(frame: pd.DataFrame) -> Agreement:
@@ -310,6 +382,12 @@ def agreement(frame: pd.DataFrame) -> Agreement:
                 ),
                 "real_runs": _runs(r),
                 "real_throughput_ci95": float(r.get("throughput_ci95_samples_per_s", math.nan)),
+                "sim_time_to_target_s": _number(s, "time_to_target_s"),
+                "real_time_to_target_s": _number(r, "time_to_target_s"),
+                "time_to_target_error": relative_error(
+                    _number(s, "time_to_target_s"), _number(r, "time_to_target_s")
+                ),
+                "real_time_to_target_ci95_s": _number(r, "time_to_target_ci95_s"),
             }
         )
     pairs = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
@@ -320,4 +398,5 @@ def agreement(frame: pd.DataFrame) -> Agreement:
         mape_step_time=mape(list(pairs["step_time_error"])),
         mape_throughput=mape(list(pairs["throughput_error"])),
         tau=kendall_tau_b(list(ranked["sim_throughput"]), list(ranked["real_throughput"])),
+        target=target_agreement(pairs, real.loc[[p for p in pairs["point"]]]),
     )

@@ -19,6 +19,7 @@ import numpy as np
 
 from scenarios import vocab
 
+from .compare import TargetAgreement
 from .load import Run, records
 from .plots import BREAKDOWN, breakdown_shares
 from .report import Plot, Report
@@ -179,9 +180,36 @@ def summary_lines(report: Report) -> list[str]:
         f"Points with both backends: {n}. Relative error = (sim - real) / real.",
         f"Mean absolute percentage error: step time {mape_step}, throughput {mape_tp}.",
         f"Kendall tau-b of the throughput ranking, sim vs real: {tau}.",
+        *target_lines(a.target),
         *origin_note(report),
         *drift_note(report),
     ]
+
+
+def target_lines(target: TargetAgreement | None) -> list[str]:
+    """The time-to-target agreement in words, where the points have a target."""
+    if target is None:
+        return []
+    lines = [
+        f"Time to target, over the {target.points} points that reached it on both backends: "
+        + ("MAPE n/a." if target.mape is None else f"MAPE {target.mape:.1f}%.")
+    ]
+    if target.one_sided:
+        lines.append(f"{target.one_sided} point(s) reached the target on one backend only.")
+    if target.noise is None:
+        lines.append(
+            "The real points were run once: how far apart their times to target must be "
+            "to be told apart is unknown (real.repeats >= 2 measures it)."
+        )
+    else:
+        sigma, dof = target.noise
+        lines.append(
+            f"One real run's time to target varies by {sigma:.1%} ({dof} degrees of "
+            f"freedom); the runs tell apart {target.apart} of the {target.pairs} pairs of "
+            f"points, and the simulator orders {target.concordant} of them as the runs do"
+            + (f", {target.discordant} the other way." if target.discordant else ".")
+        )
+    return lines
 
 
 def drift_note(report: Report) -> list[str]:
@@ -248,6 +276,15 @@ def staleness_table(report: Report) -> Table:
     return header, rows
 
 
+def _target_time(row: Mapping[str, Any]) -> str:
+    """A row's time to target, with its 95% half-width where it is a mean of runs."""
+    text = f"{row['time_to_target_s']:.3g} s"
+    half, runs = row.get("time_to_target_ci95_s", math.nan), row.get("replications", 1)
+    if isinstance(half, float) and math.isfinite(half) and runs > 1:
+        text += f" \u00b1 {half:.2g} ({runs:.0f} runs)"
+    return text
+
+
 def target_table(report: Report) -> Table:
     """Time to target per point and backend, the fastest to it and the fastest in
     throughput of each backend marked."""
@@ -260,10 +297,14 @@ def target_table(report: Report) -> Table:
             marks.setdefault(int(mine[np.nanargmin(times)]), []).append("fastest to target")
         rates = frame["throughput_samples_per_s"].to_numpy(dtype=float)[mine]
         marks.setdefault(int(mine[np.argmax(rates)]), []).append("highest throughput")
+    errors = {
+        str(r["point"]): r["time_to_target_error"] for r in records(report.agreement.pairs)
+    }
     header = [
         "point",
         "backend",
         "time to target",
+        "error",
         "updates",
         "epochs",
         "final metric",
@@ -277,7 +318,10 @@ def target_table(report: Report) -> Table:
             [
                 str(row["point"]),
                 str(row["backend"]),
-                f"{row['time_to_target_s']:.3g} s" if reached else "not reached",
+                _target_time(row) if reached else "not reached",
+                _pct(errors.get(str(row["point"]), math.nan), signed=True)
+                if row["backend"] == "sim"
+                else "",
                 _num(row["steps_to_target"]) if reached else "",
                 f"{row['epochs_to_target']:.3g}" if reached else "",
                 f"{row['final_metric']:.4g}",

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from reports import cli
 from reports.compare import (
+    agreement,
     kendall_tau_b,
     mape,
     ordered_pairs,
@@ -112,6 +113,35 @@ def test_run_to_run_noise_pools_repeated_points() -> None:
     (gap,) = resolution([100.0, 200.0], [2, 2], noise)
     assert gap == pytest.approx(4.303 * sigma * math.sqrt(100**2 / 2 + 200**2 / 2))
     assert run_to_run_noise(rows.assign(replications=1)) is None
+
+
+def test_time_to_target_agreement_by_hand() -> None:
+    """MAPE, the pooled noise and the ordered pairs of time to target, worked by hand:
+    real means 10, 20 and 40 s over 3 runs, each run varying by 5%; simulated 25, 18 and
+    50 s (errors +150%, -10%, +25%); a fourth point the simulator never brings to it."""
+    t2 = 4.303  # t95 at 2 degrees of freedom
+    real_times = [10.0, 20.0, 40.0, 30.0]
+    sim_times = [25.0, 18.0, 50.0, math.nan]
+    rows = []
+    for i, (r, s) in enumerate(zip(real_times, sim_times, strict=True)):
+        common = {"point": f"p{i}", "label": "ring", "workers": 2, "step_time_mean_s": 0.01}
+        common |= {"throughput_samples_per_s": 100.0, "final_metric": 0.9}
+        rows.append(
+            common
+            | {"backend": "real", "time_to_target_s": r, "replications": 3}
+            | {"time_to_target_ci95_s": 0.05 * r * t2 / math.sqrt(3)}
+        )
+        rows.append(common | {"backend": "sim", "time_to_target_s": s, "replications": 1})
+    target = agreement(pd.DataFrame(rows)).target
+    assert target is not None
+    assert (target.points, target.one_sided) == (3, 1)
+    assert target.mape == pytest.approx((150 + 10 + 25) / 3)
+    assert target.noise is not None
+    sigma, dof = target.noise
+    assert dof == 8 and sigma == pytest.approx(0.05, rel=1e-3)
+    # every pair is apart (the widest gap: 2.306 x 0.05 x sqrt(20^2/3 + 40^2/3) = 3 s);
+    # 25 > 18 reverses the first pair
+    assert (target.concordant, target.discordant, target.apart, target.pairs) == (2, 1, 3, 3)
 
 
 @pytest.mark.parametrize(("x", "y"), [([], []), ([1.0], [2.0]), ([1, 2, 3], [5, 5, 5])])
