@@ -22,7 +22,7 @@ BACKENDS = ("sim", "real")
 
 #: results.csv columns that hold text; every other contract column is a number
 TEXT_COLUMNS = ("point", "backend", "scenario", "model", "strategy", "algorithm")
-BOOL_COLUMNS = ("sync",)
+BOOL_COLUMNS = ("sync", "fits")
 #: results.csv columns a report cannot do without: empty cells are refused here
 REQUIRED_VALUES = (
     "point",
@@ -35,12 +35,16 @@ REQUIRED_VALUES = (
     "step_time_mean_s",
     "throughput_samples_per_s",
 )
+#: of REQUIRED_VALUES, those a point that does not fit its devices leaves empty
+TIMINGS = ("step_time_mean_s", "throughput_samples_per_s")
 #: results.csv columns added after the contract's first version, with the value a file
 #: written before them means
 ADDED_COLUMNS = {
     "dropped_samples_per_s": 0.0,
     "samples_trained": float("nan"),
     **dict.fromkeys(vocab.TARGET_COLUMNS, float("nan")),  # no target: empty
+    "peak_memory_bytes": float("nan"),  # not estimated
+    "fits": True,  # every point was timed
 }
 #: steps.csv columns the report reads (the file has all of vocab.STEP_COLUMNS)
 STEP_NUMBERS = ("worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s", "staleness")
@@ -168,8 +172,9 @@ def read_results(path: Path) -> pd.DataFrame:
     _require_columns(path, frame.columns, vocab.RESULT_COLUMNS)
     if frame.empty:
         raise UserError(f"{path}: no rows (a result has one row per sweep point)")
+    timed = _flags(path, frame, "fits")  # a point that does not fit has no timings
     for column in REQUIRED_VALUES:
-        empty = frame[column].isna()
+        empty = frame[column].isna() & (timed | (column not in TIMINGS))
         if empty.any():
             row = int(np.flatnonzero(empty.to_numpy())[0])
             raise UserError(f"{path}: column '{column}', row {row + 1}: empty")

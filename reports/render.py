@@ -297,9 +297,7 @@ def target_table(report: Report) -> Table:
             marks.setdefault(int(mine[np.nanargmin(times)]), []).append("fastest to target")
         rates = frame["throughput_samples_per_s"].to_numpy(dtype=float)[mine]
         marks.setdefault(int(mine[np.argmax(rates)]), []).append("highest throughput")
-    errors = {
-        str(r["point"]): r["time_to_target_error"] for r in records(report.agreement.pairs)
-    }
+    errors = {str(r["point"]): r["time_to_target_error"] for r in records(report.agreement.pairs)}
     header = [
         "point",
         "backend",

@@ -193,3 +193,13 @@ def _units(spec: dict[str, Any], layer: str) -> int:
         return int(spec["dense"])
     kind, number = layer.rstrip("0123456789"), int(layer[len(layer.rstrip("0123456789")) :])
     return int(spec["hidden" if kind == "hidden" else "filters"][number - 1])
+
+
+def output_sizes(keras_spec: dict[str, Any]) -> list[int]:
+    """Each row of `layer_table(spec)`'s output, in elements per sample (what its forward
+    keeps for the backward, and what crosses a pipeline cut after it)."""
+    spec = resolve_spec(keras_spec)
+    if spec["builder"] == "mlp":
+        return [*spec["hidden"], spec["classes"]]
+    height, width, _ = spec["input_shape"]
+    return [height * width * f for f in spec["filters"]] + [spec["dense"], spec["classes"]]

@@ -43,7 +43,9 @@ from .fields import (
     _LocatedError,
 )
 from .figures import PublishedSpec
+from .strategy import StrategySpec
 from .training import TrainingSpec
+from .units import parse
 
 # --------------------------------------------------------------------------- model
 
@@ -55,6 +57,9 @@ class Layer(Strict):
     params: Count = 0.0
     flops: Flops = 0.0  # forward, per sample
     backward_flops: Flops | None = None  # per sample; 2 x forward unless given
+    # its output, elements per sample: what its forward keeps for the backward, and what
+    # crosses to the next stage of a pipeline cut after it (None: not known)
+    activations: Count | None = None
 
 
 class KerasSpec(BaseModel):
@@ -77,7 +82,10 @@ class ModelSpec(Strict):
     input_shape: tuple[int, ...] | None = None
     classes: int | None = Field(default=None, ge=1)
     keras: KerasSpec | None = None
+    # a table, or a number N of identical layers sharing params and flops_per_sample
+    # evenly, each with `activations` outputs per sample
     layers: tuple[Layer, ...] | None = None
+    activations: Count | None = None
     # statistical efficiency on its data set (scenarios/convergence.py): a catalog name,
     # a mapping, or, for a catalog model, its own entry where the catalog has one
     convergence: Annotated[ConvergenceSpec | None, _catalog_ref("convergence")] = None
@@ -95,6 +103,46 @@ class ModelSpec(Strict):
 
     @model_validator(mode="before")
     @classmethod
+    def _identical_layers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if not isinstance(data.get("layers"), int):
+            if data.get("activations") is not None:
+                raise _LocatedError(
+                    ("activations",), "applies to layers: N (a table gives each layer's own)"
+                )
+            return data
+        n, data = data["layers"], dict(data)
+        if isinstance(n, bool) or n < 1:
+            raise _LocatedError(("layers",), f"{n}: a number of layers is at least 1")
+        if data.get("params") is None or data.get("flops_per_sample") is None:
+            raise _LocatedError(
+                ("layers",), f"{n} identical layers need the model's params and flops_per_sample"
+            )
+        totals = {}
+        for field, kind in (
+            ("params", "count"),
+            ("flops_per_sample", "flops"),
+            ("backward_flops_per_sample", "flops"),
+        ):
+            if data.get(field) is not None:
+                try:
+                    totals[field] = parse(data[field], kind)  # type: ignore[arg-type]
+                except ValueError as exc:
+                    raise _LocatedError((field,), str(exc)) from None
+        layer: dict[str, Any] = {
+            "params": totals["params"] / n,
+            "flops": f"{totals['flops_per_sample'] / n!r} FLOP",
+        }
+        if "backward_flops_per_sample" in totals:
+            layer["backward_flops"] = f"{totals['backward_flops_per_sample'] / n!r} FLOP"
+        if data.get("activations") is not None:
+            layer["activations"] = data["activations"]
+        data["layers"] = [{"name": f"layer{i}", **layer} for i in range(n)]
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _layers_from_builder(cls, data: Any) -> Any:
         # mlp and small_cnn tables are computable without TensorFlow.
         if isinstance(data, dict) and not data.get("layers") and data.get("params") is None:
@@ -105,7 +153,10 @@ class ModelSpec(Strict):
                     table = keras_layers.layer_table(full)
                 except ValueError as exc:
                     raise ValueError(f"keras: {exc}") from None
-                layers = [{**row, "flops": f"{row['flops']!r} FLOP"} for row in table]
+                layers = [
+                    {**row, "flops": f"{row['flops']!r} FLOP", "activations": size}
+                    for row, size in zip(table, keras_layers.output_sizes(full), strict=True)
+                ]
                 data = {**data, "keras": full, "layers": layers}
         return data
 
@@ -306,82 +357,6 @@ class ClusterSpec(Strict):
 # ------------------------------------------------------------------------ training
 
 
-#: fields that belong to some strategy kinds only
-_KINDS_OF_FIELD = {
-    "algorithm": ("allreduce",),
-    "fusion_buffer": ("allreduce", "parameter_server"),
-    "overlap": ("allreduce", "parameter_server"),
-    "servers": ("parameter_server",),
-    "placement": ("parameter_server",),
-    "partition": ("parameter_server",),
-    "local_aggregation": ("parameter_server",),
-    "backup_workers": ("parameter_server",),
-    "sync_scope": ("parameter_server",),
-    "staleness": ("parameter_server", "allreduce"),
-    "max_iterations_ahead": ("parameter_server",),
-    "trials": ("independent",),
-}
-
-
-class StrategySpec(Strict):
-    kind: Literal["allreduce", "parameter_server", "independent"] = "allreduce"
-    sync: bool = True
-    # allreduce
-    algorithm: Literal["ring", "hierarchical", "tree", "halving_doubling"] = "ring"
-    # allreduce: gradient buckets (Horovod tensor fusion); parameter servers: the
-    # gradients one push carries (default per variable, TensorFlow's own sends)
-    fusion_buffer: Bytes = Field(default=64 * 2**20, validate_default=False)
-    # allreduce: reduce buckets while backward runs; parameter servers: push gradients as
-    # backward produces them and start each layer's forward once its variables arrived
-    overlap: bool = True
-    # parameter_server
-    servers: int = Field(default=1, ge=1)
-    placement: Literal["dedicated", "colocated"] = "dedicated"
-    partition: Literal["round_robin", "greedy", "sliced"] = "round_robin"
-    local_aggregation: bool = False
-    backup_workers: int = Field(default=0, ge=0)
-    # synchronous: what one update waits for. step: every variable's gradients, then every
-    # worker pulls (TensorFlow's SyncReplicasOptimizer); variable: each variable's (each
-    # pushed group's) gradients are summed, and pulled, on their own as soon as all have
-    # arrived (ps-lite's per-key synchronisation: MXNet's dist_sync, BytePS)
-    sync_scope: Literal["step", "variable"] = "step"
-    # asynchronous all-reduce: gradients applied at most this many steps late (default 1);
-    # asynchronous parameter servers: the contract's name for max_iterations_ahead
-    staleness: int | None = Field(default=None, ge=0)
-    # asynchronous parameter servers, stale synchronous parallel: no worker runs more than
-    # this many iterations ahead of the slowest live one (None: unbounded). A bound in
-    # iterations; the staleness recorded in the results counts updates, another unit
-    max_iterations_ahead: int | None = Field(default=None, ge=0)
-    # independent
-    trials: dict[str, Annotated[list[Any], Field(min_length=1)]] | None = None
-
-    @model_validator(mode="after")
-    def _fields_fit_kind(self) -> StrategySpec:
-        for field, kinds in _KINDS_OF_FIELD.items():
-            if field in self.model_fields_set and self.kind not in kinds:
-                raise ValueError(
-                    f"'{field}' applies to kind {' and '.join(kinds)} only, not {self.kind}"
-                )
-        if self.kind == "independent" and not self.trials:
-            raise ValueError("kind independent needs 'trials' (a mapping of lists)")
-        for bound in ("staleness", "max_iterations_ahead"):
-            if self.sync and bound in self.model_fields_set and getattr(self, bound) is not None:
-                raise ValueError(f"'{bound}' applies to asynchronous training (sync: false) only")
-        if self.staleness is not None and self.max_iterations_ahead is not None:
-            raise ValueError(
-                "give max_iterations_ahead or staleness (the contract's name for it), not both"
-            )
-        if not self.sync and "sync_scope" in self.model_fields_set:
-            raise ValueError("'sync_scope' applies to synchronous training (sync: true) only")
-        if not self.sync and self.local_aggregation:
-            # a host's devices summing their gradients before one push is a rendezvous of
-            # the host's devices every step: synchronous by construction
-            raise ValueError(
-                "'local_aggregation' applies to synchronous training (sync: true) only"
-            )
-        return self
-
-
 # ------------------------------------------------------------------ the file
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -500,8 +475,41 @@ class ScenarioSpec(Strict):
         st = self.strategy
         if st.kind == "parameter_server" and not st.sync:
             return batch
+        if st.kind == "pipeline":  # a batch per replica of the pipeline
+            return self.workers // st.stages * batch
         backup = st.backup_workers if st.kind == "parameter_server" else 0
         return (self.workers - backup) * batch
+
+    @model_validator(mode="after")
+    def _pipeline_fits(self) -> ScenarioSpec:
+        st = self.strategy
+        if st.kind != "pipeline":
+            return self
+        layers = len(self.model.layer_table())
+        if st.stages > layers:
+            raise _LocatedError(
+                ("strategy", "stages"), f"{st.stages}: more stages than layers ({layers})"
+            )
+        if isinstance(st.split, tuple) and sum(st.split) != layers:
+            raise _LocatedError(
+                ("strategy", "split"), f"{list(st.split)}: {sum(st.split)} layers, not {layers}"
+            )
+        if self.workers % st.stages:
+            raise _LocatedError(
+                ("strategy", "stages"),
+                f"{st.stages}: does not divide the {self.workers} devices into replicas",
+            )
+        if self.training.batch_per_worker % st.micro_batches:
+            raise _LocatedError(
+                ("strategy", "micro_batches"),
+                f"{st.micro_batches}: does not divide batch_per_worker "
+                f"{self.training.batch_per_worker}",
+            )
+        if self.failures or self.checkpoint.every_steps:
+            raise _LocatedError(
+                ("strategy", "kind"), "pipeline: failures and checkpoints are not simulated yet"
+            )
+        return self
 
     @model_validator(mode="after")
     def _indices_in_range(self) -> ScenarioSpec:

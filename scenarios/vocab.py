@@ -16,7 +16,11 @@ ALLREDUCE = "allreduce"
 WAIT = "wait"
 CHECKPOINT = "checkpoint"
 RECOVER = "recover"
-PHASES = (COMPUTE, PUSH, PULL, ALLREDUCE, WAIT, CHECKPOINT, RECOVER)
+# a pipeline stage's work on one micro-batch, and what it sends to the next stage
+FORWARD = "forward"
+BACKWARD = "backward"
+SEND = "send"
+PHASES = (COMPUTE, PUSH, PULL, ALLREDUCE, WAIT, CHECKPOINT, RECOVER, FORWARD, BACKWARD, SEND)
 
 RESULTS_FILE = "results.csv"
 STEPS_FILE = "steps.csv"
@@ -66,6 +70,8 @@ RESULT_COLUMNS = (
     "epochs_to_target",
     "time_to_target_s",
     "final_metric",
+    "peak_memory_bytes",
+    "fits",
     "wall_time_s",
 )
 

@@ -192,6 +192,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if result.targets:
         extra["targets"] = result.targets
+    extra["memory"] = result.memory
+    for line in result.unfit:
+        print(f"simulate: warning: {line}", file=sys.stderr)
     calibrated = {p.point_id: p.calibration for p in result.points if p.calibration}
     if calibrated:
         extra["calibration"] = calibration = run_summary(calibrated)

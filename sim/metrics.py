@@ -43,9 +43,9 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
     rec = np.column_stack(
         [
             records.column(name).astype(float)
-            for name in ("start", "compute_end", "end", "comm_s", "staleness", "stall")
+            for name in ("start", "compute_end", "end", "comm_s", "staleness", "stall", "idle")
         ]
-    ).reshape(-1, 6)
+    ).reshape(-1, 7)
     finish = float(measured_ends[-1])
     window = rec[(rec[:, 2] > begin + 1e-12) & (rec[:, 0] < finish - 1e-12)]
     # a step straddling an end of the window counts with its part inside it; the stall
@@ -54,7 +54,7 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
     inside_before = np.clip(window[:, 1], begin, finish) - np.clip(window[:, 0], begin, finish)
     share_before = np.clip(inside_before / before, 0.0, 1.0)
     stall = window[:, 5] * share_before
-    inside_compute = inside_before - stall
+    inside_compute = inside_before - stall - window[:, 6] * share_before  # less a bubble
     after = np.maximum(window[:, 2] - window[:, 1], 1e-300)
     inside_after = np.clip(window[:, 2], begin, finish) - np.clip(window[:, 1], begin, finish)
     inside_comm = (window[:, 3] - window[:, 5]) * np.clip(inside_after / after, 0.0, 1.0) + stall
@@ -66,7 +66,7 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
         durations = np.diff(np.concatenate([[begin], measured_ends]))
         # what reached the model: with backup workers, each update applies the first
         # workers - backup_workers gradients; the rest were computed and dropped
-        samples = (workers - spec.strategy.backup_workers) * batch * steps
+        samples = spec.samples_per_step * steps
     busy = workers * training_time
     compute = float(np.sum(inside_compute))
     comm = float(np.sum(inside_comm))

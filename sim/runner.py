@@ -20,9 +20,11 @@ from scenarios import vocab
 from scenarios.convergence import curve_frame
 from scenarios.dynamics import RandomFailure
 from scenarios.loader import Point, Scenario
+from scenarios.pipeline import fits_line, memory_summary
 from scenarios.profile import Profile, load_profile
 from scenarios.spec import ScenarioSpec
 from scenarios.stats import combine
+from scenarios.strategy import StrategySpec
 
 from .convergence import target_columns, target_curve
 from .failures import daly_interval, young_interval
@@ -40,6 +42,7 @@ class PointResult:
     calibration: dict[str, Any] | None = None  # which numbers came from cluster.profile
     curves: pd.DataFrame | None = None  # the target metric at every evaluation
     target: str | None = None  # why the time-to-target columns are empty
+    memory: dict[str, Any] = field(default_factory=dict)  # scenarios.pipeline.memory_summary
 
 
 @dataclass
@@ -71,6 +74,18 @@ class RunResult:
         return pd.concat(frames, ignore_index=True).reindex(columns=list(vocab.CURVE_COLUMNS))
 
     @property
+    def memory(self) -> dict[str, dict[str, Any]]:
+        """meta.json's `memory`: each point's device memory (scenarios/pipeline.py)."""
+        return {p.point_id: p.memory for p in self.points}
+
+    @property
+    def unfit(self) -> list[str]:
+        """One warning line per point that does not fit its devices."""
+        return [
+            fits_line(p.point_id, p.memory) for p in self.points if p.memory.get("fits") is False
+        ]
+
+    @property
     def targets(self) -> dict[str, str]:
         """meta.json's `targets`: per point whose time to target is empty, why."""
         return {p.point_id: p.target for p in self.points if p.target is not None}
@@ -100,6 +115,8 @@ def one_worker(spec: ScenarioSpec) -> ScenarioSpec:
     strategy = spec.strategy
     if strategy.kind == "parameter_server" and strategy.backup_workers:
         strategy = strategy.model_copy(update={"backup_workers": 0})
+    if strategy.kind == "pipeline":  # the whole model on the one device, as it would fit
+        strategy = StrategySpec()
     checkpoint = spec.checkpoint.model_copy(update={"every_steps": None})
     sim = spec.sim.model_copy(update={"replications": 1})
     return spec.model_copy(
@@ -142,10 +159,39 @@ def checkpoint_advice(spec: ScenarioSpec, sim: Simulation, step_time: float) -> 
     return advice
 
 
+def _identity(spec: ScenarioSpec) -> dict[str, Any]:
+    strategy = spec.strategy
+    ps = strategy.kind == "parameter_server"
+    return {
+        "scenario": spec.name,
+        "model": spec.model.name,
+        "strategy": strategy.kind,
+        "algorithm": strategy.algorithm if strategy.kind in ("allreduce", "pipeline") else "",
+        "sync": strategy.sync,
+        "workers": spec.workers,
+        "servers": strategy.servers if ps else 0,
+        "batch_per_worker": spec.training.batch_per_worker,
+    }
+
+
 def simulate_point(point: Point, trace: bool = False) -> PointResult:
-    """Simulate one point (its replications and its 1-worker baseline) into result rows."""
+    """Simulate one point (its replications and its 1-worker baseline) into result rows;
+    a point whose devices cannot hold it gets its memory and `fits` false, no timings."""
     started = time.perf_counter()
     spec = point.spec
+    memory = memory_summary(spec)
+    if memory["fits"] is False:
+        untimed = {
+            "point": point.id,
+            "backend": "sim",
+            **_identity(spec),
+            "steps": spec.training.steps,
+            "peak_memory_bytes": memory["peak_memory_bytes"],
+            "fits": False,
+            "wall_time_s": time.perf_counter() - started,
+        }
+        steps = pd.DataFrame(columns=list(vocab.STEP_COLUMNS))
+        return PointResult(point.id, untimed, steps, memory=memory)
     rows = []
     frames = []
     trace_text = None
@@ -194,14 +240,7 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
     row: dict[str, Any] = {
         "point": point.id,
         "backend": "sim",
-        "scenario": spec.name,
-        "model": spec.model.name,
-        "strategy": strategy.kind,
-        "algorithm": strategy.algorithm if strategy.kind == "allreduce" else "",
-        "sync": strategy.sync,
-        "workers": spec.workers,
-        "servers": strategy.servers if ps else 0,
-        "batch_per_worker": spec.training.batch_per_worker,
+        **_identity(spec),
         "steps": timed.training.steps,
         **stats,
         "scaling_efficiency": stats["throughput_samples_per_s"] / (spec.workers * base)
@@ -211,6 +250,8 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         "placement": strategy.placement if ps else "",
         "partition": strategy.partition if ps else "",
     }
+    row["peak_memory_bytes"] = memory["peak_memory_bytes"]
+    row["fits"] = True
     row["wall_time_s"] = time.perf_counter() - started
     steps = pd.concat(frames, ignore_index=True)
     return PointResult(
@@ -222,6 +263,7 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         calibration,
         pd.concat(curves, ignore_index=True) if curves else None,
         why if spec.training.target is not None else None,
+        memory,
     )
 
 

@@ -48,6 +48,9 @@ class StepRecord(NamedTuple):
     # seconds between start and compute_end that the worker waited on communication (a
     # parameter server's pulls that gate its forward), counted in comm_s too
     stall: float = 0.0
+    # seconds between start and compute_end that the worker had nothing to do: a
+    # pipeline's bubble (its stage waiting on another stage's compute)
+    idle: float = 0.0
 
 
 Span = tuple[str, float, float]  # (phase, start, end)
@@ -326,9 +329,13 @@ class Simulation:
         staleness: int = 0,
         trial: int = -1,
         stall: float = 0.0,
+        idle: float = 0.0,
+        traced: bool = True,
     ) -> None:
         """Keep one worker-step and trace its phases: compute, then comm spans and waits.
-        `stall`: communication waited on before compute_end (pulls gating the forward)."""
+        `stall`: communication waited on before compute_end (pulls gating the forward);
+        `idle`: time before compute_end with nothing to do; `traced`: False where the
+        strategy traces the step's phases itself (a pipeline's micro-batches)."""
         comm = exposed(spans, compute_end, end) + stall
         comm_end = max((s[2] for s in spans), default=compute_end)
         self.records.append(
@@ -344,10 +351,11 @@ class Simulation:
                 staleness,
                 trial,
                 stall,
+                idle,
             )
         )
         tracer = self.tracer
-        if tracer.enabled and trial < 0:
+        if tracer.enabled and trial < 0 and traced:
             tracer.span(worker, vocab.COMPUTE, start, compute_end, step=step)
             cursor = compute_end
             for phase, s, e in spans:

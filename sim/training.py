@@ -93,9 +93,16 @@ class Events:
             event = self._events[key] = self.env.event()
         return event
 
+    def forget(self, key: Any) -> None:
+        """Drop a key's event once nobody waits for it any more."""
+        self._events.pop(key, None)
+
 
 class Training:
     """A strategy's processes for one generation of the job (until a restart stops it)."""
+
+    #: whether the strategy traces its steps' phases itself (else `Simulation.record`)
+    traces_steps = False
 
     def __init__(self, sim: Simulation, start_step: int):
         self.sim = sim
@@ -158,6 +165,7 @@ class Worker:
         self.spans: list[Span] = []
         self.staleness = 0
         self.stall = 0.0  # seconds of the step's compute spent waiting for its parameters
+        self.idle = 0.0  # seconds of it with nothing to do (a pipeline's bubble)
         self.step_start: float | None = None  # set by a step that first waited its turn
         self.inflight: list[simpy.Event] = []  # transfers to cancel if this worker fails
         self.process = training.spawn(self.train_loop())
@@ -171,6 +179,7 @@ class Worker:
                 start = env.now
                 self.staleness = 0
                 self.stall = 0.0
+                self.idle = 0.0
                 self.step_start = None
                 yield from training.run_step(self, step)
                 if self.step_start is not None:
@@ -184,6 +193,8 @@ class Worker:
                     self.spans,
                     self.staleness,
                     stall=self.stall,
+                    idle=self.idle,
+                    traced=not training.traces_steps,
                 )
                 step = training.next_step(self, step)
             except simpy.Interrupt as interrupt:
@@ -212,10 +223,12 @@ def trainings() -> dict[str, TrainingFactory]:
     """The strategies by `strategy.kind`."""
     from .allreduce import AllreduceTraining
     from .independent import IndependentTrials
+    from .pipeline import PipelineTraining
     from .ps import ParameterServerTraining
 
     return {
         "allreduce": AllreduceTraining,
         "parameter_server": ParameterServerTraining,
         "independent": IndependentTrials,
+        "pipeline": PipelineTraining,
     }

@@ -48,8 +48,11 @@ def test_runs_are_interleaved_and_combined(monkeypatch: pytest.MonkeyPatch) -> N
     first, second = (p.id for p in scenario.points)
     values = {first: iter([100.0, 110.0, 120.0]), second: iter([200.0, 210.0, 230.0])}
 
-    def run_point(point: Any) -> RealPoint:
+    rounds: dict[str, list[int]] = {first: [], second: []}
+
+    def run_point(point: Any, repetition: int = 0) -> RealPoint:
         order.append(point.id)
+        rounds[point.id].append(repetition)  # a target's run i shuffles by seed + i
         throughput = next(values[point.id])
         return fake(point.id, throughput, 8 / throughput)
 
@@ -59,6 +62,7 @@ def test_runs_are_interleaved_and_combined(monkeypatch: pytest.MonkeyPatch) -> N
     # every point once, then every point again (a slow spell of the machine hits both),
     # forward and backward in turn, one place later every two rounds
     assert order == [first, second, second, first, second, first]
+    assert rounds == {first: [0, 1, 2], second: [0, 1, 2]}
     assert [p.point_id for p in done] == [first, second]
     one = done[0].row
     assert one["replications"] == 3
@@ -189,7 +193,7 @@ def test_recalibrate_measures_before_each_run_and_pools(
         events.append(f"all-reduce {workers}")
         return exact_fit(next(collectives), workers=workers)
 
-    def run_point(point: Any) -> RealPoint:
+    def run_point(point: Any, repetition: int = 0) -> RealPoint:
         events.append(f"run {point.id}")
         return fake(point.id, 100.0, 0.08)
 

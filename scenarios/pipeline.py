@@ -1,0 +1,189 @@
+"""Pipelines and device memory, as both backends and the report need them.
+
+A pipeline (`strategy.kind: pipeline`) cuts the model's layers into `stages` consecutive
+stages, one device each; the cluster's devices hold `replicas` = devices / stages copies
+of it, device d running stage d mod stages of replica d // stages. A replica's batch
+(`training.batch_per_worker`) is cut into `micro_batches` micro-batches of equal size.
+
+Memory per device (`memory_of`), in bytes of the model's dtype:
+
+* weights, their gradients, and the optimizer's slots (SGD with momentum, as run-real
+  trains: one slot per parameter) of the layers the device holds;
+* activations: every layer's output (`Layer.activations`, elements per sample) for every
+  sample whose backward has not run yet: a whole batch for data parallelism; for stage k
+  of P, the micro-batches in flight at once: all M under GPipe (every forward before the
+  first backward), min(P - k, M) under 1F1B (Narayanan et al. 2019, PipeDream-Flush);
+* communication buffers: all-reduce's fusion buffer (data parallelism), or a
+  micro-batch's activations received and its gradient sent (a pipeline's stage).
+
+A model whose layers give no `activations` counts none (`MemoryUse.activations_known`
+says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .spec import ScenarioSpec
+
+#: optimizer slots per parameter: SGD with momentum (real/models.py trains with it)
+OPTIMIZER_SLOTS = 1
+
+
+def balanced_split(costs: list[float], stages: int) -> list[int]:
+    """The number of consecutive layers of each of `stages` stages that makes the
+    costliest stage the cheapest it can be (the linear partition problem, by dynamic
+    programming); each stage at least one layer. Ties go to the earlier cut."""
+    n = len(costs)
+    if not 1 <= stages <= n:
+        raise ValueError(f"{stages} stage(s) for {n} layer(s)")
+    prefix = [0.0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+    inf = float("inf")
+    # best[p][i]: the least max-stage cost of the first i layers in p stages
+    best = [[inf] * (n + 1) for _ in range(stages + 1)]
+    cut = [[0] * (n + 1) for _ in range(stages + 1)]
+    best[0][0] = 0.0
+    for p in range(1, stages + 1):
+        for i in range(p, n - (stages - p) + 1):
+            for j in range(p - 1, i):
+                value = max(best[p - 1][j], prefix[i] - prefix[j])
+                if value < best[p][i] - 1e-12 * max(1.0, abs(value)):
+                    best[p][i], cut[p][i] = value, j
+    counts, i = [], n
+    for p in range(stages, 0, -1):
+        j = cut[p][i]
+        counts.append(i - j)
+        i = j
+    return counts[::-1]
+
+
+def stage_layers(spec: ScenarioSpec) -> list[range]:
+    """The layer indices (of `model.layer_table()`) of each stage: one stage of every
+    layer unless the strategy is a pipeline."""
+    table = spec.model.layer_table()
+    strategy = spec.strategy
+    if strategy.kind != "pipeline":
+        return [range(len(table))]
+    if isinstance(strategy.split, tuple):
+        counts = list(strategy.split)
+    else:
+        costs = [fwd + bwd for _, _, fwd, bwd in table]
+        if sum(costs) <= 0:
+            costs = [params for _, params, _, _ in table]
+        counts = balanced_split(costs, strategy.stages)
+    out, first = [], 0
+    for count in counts:
+        out.append(range(first, first + count))
+        first += count
+    return out
+
+
+def replicas(spec: ScenarioSpec) -> int:
+    """Copies of the model the devices hold (each device one stage of one copy)."""
+    stages = spec.strategy.stages if spec.strategy.kind == "pipeline" else 1
+    return spec.cluster.workers // stages
+
+
+def in_flight(schedule: str, stages: int, micro_batches: int, stage: int) -> int:
+    """Micro-batches whose activations stage `stage` (0-based) of a pipeline holds at
+    once: all of them under GPipe, at most stages - stage under 1F1B."""
+    if schedule == "gpipe":
+        return micro_batches
+    return min(stages - stage, micro_batches)
+
+
+def bubble_fraction(stages: int, micro_batches: int) -> float:
+    """GPipe's (and non-interleaved 1F1B's) idle share of a step with uniform stages and
+    free transfers: (p - 1) / (m + p - 1) (Huang et al. 2019)."""
+    return (stages - 1) / (micro_batches + stages - 1)
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """What one device holds at its peak, bytes."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    buffers: float
+    activations_known: bool
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.buffers
+
+
+def memory_of(spec: ScenarioSpec) -> list[MemoryUse]:
+    """Each stage's device memory at its peak (one entry unless a pipeline)."""
+    model, strategy = spec.model, spec.strategy
+    size = model.bytes_per_param
+    table = model.layer_table()
+    outputs = [layer.activations for layer in model.layers] if model.layers else [None]
+    known = all(a is not None for a in outputs)
+    batch = spec.training.batch_per_worker
+    pipeline = strategy.kind == "pipeline"
+    micro = batch / strategy.micro_batches if pipeline else batch
+    cuts = stage_layers(spec)
+    out = []
+    for k, layers in enumerate(cuts):
+        params = sum(table[i][1] for i in layers) * size
+        kept = sum(outputs[i] or 0.0 for i in layers) * size  # per sample
+        if pipeline:
+            held = in_flight(strategy.schedule, len(cuts), strategy.micro_batches, k)
+            cut_in = [layers.start - 1] if k > 0 else []
+            cut_out = [layers.stop - 1] if k < len(cuts) - 1 else []
+            boundary = [outputs[i] or 0.0 for i in cut_in + cut_out]
+            buffers = sum(boundary) * size * micro  # one micro-batch in, its gradient out
+            activations = kept * micro * held
+        else:
+            buffers = strategy.fusion_buffer if strategy.kind == "allreduce" else 0.0
+            activations = kept * batch
+        out.append(
+            MemoryUse(
+                weights=params,
+                gradients=params,
+                optimizer=OPTIMIZER_SLOTS * params,
+                activations=activations,
+                buffers=buffers,
+                activations_known=known,
+            )
+        )
+    return out
+
+
+def memory_summary(spec: ScenarioSpec) -> dict[str, object]:
+    """meta.json's `memory` entry of a point: the peak over its devices, whether it fits
+    the device's memory (None where the device gives none), and each stage's parts."""
+    uses = memory_of(spec)
+    peak = max(u.total for u in uses)
+    capacity = spec.cluster.device.memory
+    return {
+        "peak_memory_bytes": peak,
+        "capacity_bytes": capacity,
+        "fits": None if capacity is None else peak <= capacity,
+        "activations_known": all(u.activations_known for u in uses),
+        "stages": [
+            {
+                "weights_bytes": u.weights,
+                "gradients_bytes": u.gradients,
+                "optimizer_bytes": u.optimizer,
+                "activations_bytes": u.activations,
+                "buffers_bytes": u.buffers,
+                "total_bytes": u.total,
+            }
+            for u in uses
+        ],
+    }
+
+
+def fits_line(point: str, summary: dict[str, object]) -> str:
+    """The one-line warning for a point that does not fit its devices."""
+    peak, capacity = summary["peak_memory_bytes"], summary["capacity_bytes"]
+    assert isinstance(peak, float) and isinstance(capacity, float)
+    return (
+        f"point {point}: does not fit: {peak / 2**30:.3g} GiB per device at its peak, "
+        f"the device has {capacity / 2**30:.3g} GiB; not timed"
+    )

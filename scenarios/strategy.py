@@ -1,0 +1,109 @@
+"""The `strategy` section: how the workers share the training (docs/scenarios.md).
+
+Data parallelism (`allreduce`, `parameter_server`), independent trials, and model
+parallelism as a pipeline of stages (`pipeline`, GPipe or 1F1B; docs/simulator.md,
+Pipelines), its replicas' gradients all-reduced among them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from .fields import Bytes, Strict
+
+#: fields that belong to some strategy kinds only
+_KINDS_OF_FIELD = {
+    "algorithm": ("allreduce", "pipeline"),
+    "fusion_buffer": ("allreduce", "parameter_server"),
+    "overlap": ("allreduce", "parameter_server"),
+    "servers": ("parameter_server",),
+    "placement": ("parameter_server",),
+    "partition": ("parameter_server",),
+    "local_aggregation": ("parameter_server",),
+    "backup_workers": ("parameter_server",),
+    "sync_scope": ("parameter_server",),
+    "staleness": ("parameter_server", "allreduce"),
+    "max_iterations_ahead": ("parameter_server",),
+    "trials": ("independent",),
+    "stages": ("pipeline",),
+    "micro_batches": ("pipeline",),
+    "schedule": ("pipeline",),
+    "split": ("pipeline",),
+}
+
+
+class StrategySpec(Strict):
+    kind: Literal["allreduce", "parameter_server", "independent", "pipeline"] = "allreduce"
+    sync: bool = True
+    # allreduce; pipeline: how the replicas of a stage all-reduce its gradients
+    algorithm: Literal["ring", "hierarchical", "tree", "halving_doubling"] = "ring"
+    # allreduce: gradient buckets (Horovod tensor fusion); parameter servers: the
+    # gradients one push carries (default per variable, TensorFlow's own sends)
+    fusion_buffer: Bytes = Field(default=64 * 2**20, validate_default=False)
+    # allreduce: reduce buckets while backward runs; parameter servers: push gradients as
+    # backward produces them and start each layer's forward once its variables arrived
+    overlap: bool = True
+    # parameter_server
+    servers: int = Field(default=1, ge=1)
+    placement: Literal["dedicated", "colocated"] = "dedicated"
+    partition: Literal["round_robin", "greedy", "sliced"] = "round_robin"
+    local_aggregation: bool = False
+    backup_workers: int = Field(default=0, ge=0)
+    # synchronous: what one update waits for. step: every variable's gradients, then every
+    # worker pulls (TensorFlow's SyncReplicasOptimizer); variable: each variable's (each
+    # pushed group's) gradients are summed, and pulled, on their own as soon as all have
+    # arrived (ps-lite's per-key synchronisation: MXNet's dist_sync, BytePS)
+    sync_scope: Literal["step", "variable"] = "step"
+    # asynchronous all-reduce: gradients applied at most this many steps late (default 1);
+    # asynchronous parameter servers: the contract's name for max_iterations_ahead
+    staleness: int | None = Field(default=None, ge=0)
+    # asynchronous parameter servers, stale synchronous parallel: no worker runs more than
+    # this many iterations ahead of the slowest live one (None: unbounded). A bound in
+    # iterations; the staleness recorded in the results counts updates, another unit
+    max_iterations_ahead: int | None = Field(default=None, ge=0)
+    # independent
+    trials: dict[str, Annotated[list[Any], Field(min_length=1)]] | None = None
+    # pipeline: the model's layers cut into `stages` consecutive stages, one device each
+    # (the cluster's devices / stages replicas of the pipeline); a replica's batch is cut
+    # into `micro_batches` that flow through the stages; gpipe runs every micro-batch's
+    # forward, then every backward; 1f1b alternates them once the pipeline is full;
+    # split: balanced (the least time of the slowest stage) or the layers of each stage
+    stages: int = Field(default=1, ge=1)
+    micro_batches: int = Field(default=1, ge=1)
+    schedule: Literal["gpipe", "1f1b"] = "gpipe"
+    split: Literal["balanced"] | tuple[Annotated[int, Field(ge=1)], ...] = "balanced"
+
+    @model_validator(mode="after")
+    def _fields_fit_kind(self) -> StrategySpec:
+        for field, kinds in _KINDS_OF_FIELD.items():
+            if field in self.model_fields_set and self.kind not in kinds:
+                raise ValueError(
+                    f"'{field}' applies to kind {' and '.join(kinds)} only, not {self.kind}"
+                )
+        if self.kind == "pipeline":
+            if not self.sync:
+                raise ValueError("kind pipeline is synchronous (a flush every step): sync: true")
+            if isinstance(self.split, tuple) and len(self.split) != self.stages:
+                raise ValueError(
+                    f"split gives {len(self.split)} stage(s) but stages is {self.stages}"
+                )
+        if self.kind == "independent" and not self.trials:
+            raise ValueError("kind independent needs 'trials' (a mapping of lists)")
+        for bound in ("staleness", "max_iterations_ahead"):
+            if self.sync and bound in self.model_fields_set and getattr(self, bound) is not None:
+                raise ValueError(f"'{bound}' applies to asynchronous training (sync: false) only")
+        if self.staleness is not None and self.max_iterations_ahead is not None:
+            raise ValueError(
+                "give max_iterations_ahead or staleness (the contract's name for it), not both"
+            )
+        if not self.sync and "sync_scope" in self.model_fields_set:
+            raise ValueError("'sync_scope' applies to synchronous training (sync: true) only")
+        if not self.sync and self.local_aggregation:
+            # a host's devices summing their gradients before one push is a rendezvous of
+            # the host's devices every step: synchronous by construction
+            raise ValueError(
+                "'local_aggregation' applies to synchronous training (sync: true) only"
+            )
+        return self
