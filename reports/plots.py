@@ -29,6 +29,9 @@ PHASE_COLOURS = {
     vocab.WAIT: "#b8b8b8",
     vocab.CHECKPOINT: "#8172b3",
     vocab.RECOVER: "#937860",
+    vocab.FORWARD: "#64b5cd",
+    vocab.BACKWARD: "#4c72b0",
+    vocab.SEND: "#dd8452",
 }
 OTHER_COLOUR = "#da8bc3"
 BACKEND_STYLE = {
@@ -302,4 +305,24 @@ def time_to_target(frame: pd.DataFrame) -> bytes:
     ax.set_xlabel("time to target (s)")
     ax.legend(fontsize="small", loc="best", title="* fastest to target, ◆ highest throughput")
     figure.tight_layout()
+    return png(figure)
+
+
+def memory(frame: pd.DataFrame, capacity: Sequence[float]) -> bytes:
+    """Each point's peak device memory (GiB) as a bar, its device's capacity as a tick;
+    a point that does not fit in red."""
+    figure = Figure(figsize=(11, 0.6 + 0.32 * len(frame)))
+    ax = figure.subplots()
+    peaks = frame["peak_memory_bytes"].to_numpy(dtype=float) / 2**30
+    fits = frame["fits"].to_numpy(dtype=bool)
+    ys = np.arange(len(frame))
+    colours = ["C0" if ok else "#c44e52" for ok in fits]
+    ax.barh(ys, np.nan_to_num(peaks), height=0.6, color=colours)
+    cap = np.asarray(capacity, dtype=float) / 2**30
+    shown = np.isfinite(cap)
+    ax.plot(cap[shown], ys[shown], "k|", ms=14, mew=2)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([row_name(r) for r in records(frame)], fontsize="x-small")
+    ax.invert_yaxis()
+    ax.set_xlabel("GiB per device at its peak (tick: the device's memory)")
     return png(figure)

@@ -32,6 +32,7 @@ SECTIONS = (
     ("step-times", "Step times"),
     ("staleness", "Staleness"),
     ("time-to-target", "Time to target"),
+    ("memory", "Memory"),
     ("timelines", "Timelines"),
     ("points", "All points"),
     ("provenance", "Provenance"),
@@ -285,6 +286,27 @@ def _target_time(row: Mapping[str, Any]) -> str:
     return text
 
 
+def memory_table(report: Report) -> Table:
+    """Per point and backend: the peak memory of a device, its capacity, whether it fits."""
+    from .report import capacity_of
+
+    header = ["point", "backend", "peak memory per device", "device memory", "fits"]
+    body = []
+    for row in records(report.frame):
+        peak = row["peak_memory_bytes"]
+        cap = capacity_of(report.runs[int(row["source"])], str(row["point"]))
+        body.append(
+            [
+                str(row["point"]),
+                str(row["backend"]),
+                f"{peak / 2**30:.3g} GiB" if math.isfinite(peak) else "not estimated",
+                f"{cap / 2**30:.3g} GiB" if math.isfinite(cap) else "",
+                "yes" if row["fits"] else "no: not timed",
+            ]
+        )
+    return header, body
+
+
 def target_table(report: Report) -> Table:
     """Time to target per point and backend, the fastest to it and the fastest in
     throughput of each backend marked."""
@@ -513,6 +535,10 @@ def to_html(report: Report, generated: str | None = None) -> str:
         )
     else:
         body["time-to-target"] = _paragraphs(["No point has a target (training.target)."])
+    if "memory" in report.plots:
+        body["memory"] = _figure(report.plots["memory"]) + _html_table(memory_table(report))
+    else:
+        body["memory"] = _paragraphs(["No point's memory was estimated."])
     body["timelines"] = (
         _paragraphs(
             [
@@ -596,6 +622,8 @@ def to_markdown(report: Report, html_name: str, generated: str | None = None) ->
         sections.append(("Staleness", staleness_table))
     if "time-to-target" in report.plots:
         sections.append(("Time to target", target_table))
+    if "memory" in report.plots:
+        sections.append(("Memory", memory_table))
     sections.append(("All points", points_table))
     for heading, table in sections:
         out += [f"## {heading}", "", _md_table(table(report)), ""]

@@ -7,6 +7,7 @@ see compare.py), so that bad input is refused before anything is drawn or writte
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,14 @@ class Report:
     @property
     def asynchronous(self) -> pd.DataFrame:
         return self.frame[~self.frame["sync"].astype(bool)]
+
+
+def capacity_of(run: Run, point: str) -> float:
+    """The device memory a point's run had (meta.json `memory`), NaN where not given."""
+    memory = run.meta.get("memory")
+    entry = memory.get(point) if isinstance(memory, dict) else None
+    value = entry.get("capacity_bytes") if isinstance(entry, dict) else None
+    return float(value) if isinstance(value, int | float) else math.nan
 
 
 def _measured(steps: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +130,19 @@ def build(directories: Sequence[str | Path], timelines: bool = True) -> Report:
             plots.time_to_target(frame),
             "Per point and backend; a point that did not reach the target has no bar.",
         )
+    if np.isfinite(frame["peak_memory_bytes"].to_numpy(dtype=float)).any():
+        capacity = [capacity_of(runs[r["source"]], str(r["point"])) for r in rows]
+        report.plots["memory"] = Plot(
+            "memory",
+            "Device memory",
+            plots.memory(frame, capacity),
+            "Per point, the most one device holds at once (weights, gradients, optimizer "
+            "slot, activations, buffers), against the device's memory (the tick); red: "
+            "does not fit, not timed.",
+        )
     for row, (line, source) in zip(rows if timelines else [], lines, strict=True):
+        if not row["fits"]:
+            continue  # not timed: nothing to draw
         name = plots.row_name(row)
         key = f"timeline-{row['source']}-{row['backend']}-{row['point']}"
         report.timelines.append(Plot(key, name, plots.timeline(line, name), f"from {source}"))

@@ -121,6 +121,9 @@ def summary_table(results: pd.DataFrame) -> str:
             f"{float(r['scaling_efficiency']):.1%}",
             f"{float(r['comm_time_frac']):.1%}",
         ]
+        if r.get("fits") is False:  # not timed: its memory says why
+            peak = float(r["peak_memory_bytes"]) / 2**30
+            cells[4:] = ["", f"does not fit ({peak:.3g} GiB)", "", "", ""]
         for _, column, fmt in extra:
             value = r.get(column)
             cells.append(fmt.format(float(value)) if value == value and value is not None else "")

@@ -18,6 +18,7 @@ import itertools
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -200,3 +201,54 @@ def test_identical_layers_share_the_totals(tmp_path: Path) -> None:
     assert layers is not None and len(layers) == LAYERS
     assert {(x.params, x.flops, x.activations) for x in layers} == {(1e6, 1e9, 100.0)}
     assert math.isclose(spec.model.total_params, PARAMS)
+
+
+def test_the_trace_shows_each_stage_and_its_bubble(tmp_path: Path) -> None:
+    """The report's timeline, from the trace: each stage's forwards and backwards of a
+    step, and between them the bubble, (P - 1) (t_f + t_b) per stage (free transfers)."""
+    import json
+
+    from reports.timeline import from_trace
+
+    stages, micro = 4, 4
+    strategy = f"{{kind: pipeline, stages: {stages}, micro_batches: {micro}}}"
+    result = simulate(load(scenario(tmp_path, strategy)), trace=True)
+    (text,) = result.traces.values()
+    line = from_trace(json.loads(text), None)
+    step = single_step_s(tmp_path) * (micro + stages - 1) / (micro * stages)
+    ends = result.steps.groupby("step")["end_s"].max()
+    lo, hi = float(ends.iloc[0]), float(ends.iloc[1])  # the second step, all of it
+    assert hi - lo == pytest.approx(step)
+    per_op = single_step_s(tmp_path) / (micro * stages)  # t_f + t_b of a micro-batch
+    for worker in range(stages):
+        inside = (line.worker == worker) & (line.begin >= lo - 1e-6) & (line.finish <= hi + 1e-6)
+        phases = {p for p, keep in zip(line.phase, inside, strict=True) if keep}
+        assert phases == {"forward", "backward"}
+        busy = float(np.sum((line.finish - line.begin)[inside]))
+        assert busy == pytest.approx(micro * per_op)
+        assert (hi - lo) - busy == pytest.approx((stages - 1) * per_op)
+
+
+def test_the_report_shows_memory_and_skips_what_was_not_timed(tmp_path: Path) -> None:
+    from reports import cli as report_cli
+    from reports.report import build
+    from sim import cli as sim_cli
+
+    path = tmp_path / "big.yaml"
+    path.write_text(
+        "version: 1\nname: big\n"
+        "model: {name: big, layers: 8, params: 4e9, flops_per_sample: 8 GFLOP, activations: 0}\n"
+        "cluster: {hosts: 1, devices_per_host: 4, device: v100, network: 10GbE}\n"
+        "training: {batch_per_worker: 8, steps: 2, warmup_steps: 0}\n"
+        "sweep:\n  strategy:\n    - {kind: allreduce}\n"
+        "    - {kind: pipeline, stages: 4, micro_batches: 4}\n"
+    )
+    out = tmp_path / "sim"
+    assert sim_cli.main([str(path), "--out", str(out), "--quiet", "--trace"]) == 0
+    report = build([out])
+    assert "memory" in report.plots
+    assert [p.title for p in report.timelines] == ["pipeline,stages=4,micro_batches=4 [sim]"]
+    assert report_cli.main([str(out), "--out", str(tmp_path / "r.html")]) == 0
+    text = (tmp_path / "r.md").read_text()
+    assert "| allreduce | sim | 44.8 GiB | 32 GiB | no: not timed |" in text
+    assert "| pipeline,stages=4,micro_batches=4 | sim | 11.2 GiB | 32 GiB | yes |" in text
