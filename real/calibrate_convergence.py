@@ -145,7 +145,7 @@ def fit(curves: list[CurveFit], metric: str, initial: float) -> tuple[Convergenc
     best_batch = float(np.median([c.batch for c in curves]))
 
     def spec_of(x: np.ndarray) -> ConvergenceSpec:
-        scale, exponent, final, noise, growth, lr_max = (float(v) for v in x)
+        scale, exponent, final, noise, growth, lr_max, shape = (float(v) for v in x)
         if metric == "accuracy":
             final_value = initial + (1 - initial) / (1 + math.exp(-final))
         else:
@@ -159,6 +159,7 @@ def fit(curves: list[CurveFit], metric: str, initial: float) -> tuple[Convergenc
             noise_scale=math.exp(noise),
             noise_growth=math.exp(growth),
             lr_max=math.exp(lr_max),
+            shape=math.exp(shape),
         )
 
     def loss(x: np.ndarray) -> float:
@@ -169,28 +170,38 @@ def fit(curves: list[CurveFit], metric: str, initial: float) -> tuple[Convergenc
             return 1e9
         return float(np.sum((got - observed) ** 2))
 
+    # starts: the asymptote half-way past the best evaluation, the onset a power law or
+    # flat, and a grid of noise scales and best rates around the curves' own; the four
+    # best starts are fitted and the best fit polished
     samples = float(np.mean([c.batch * max(c.steps) for c in curves]))
-    x0 = np.array(
-        [
-            math.log(samples / 10),
-            0.0,
-            2.0,
-            math.log(best_batch),
-            -1.0,
-            math.log(10 * curves[0].rate),
-        ]
-    )
-    best = min(
-        (
-            minimize(loss, x0 + shift, method="Nelder-Mead", options={"maxiter": 2000})
-            for shift in (
+    if metric == "accuracy":
+        top = float(np.max(observed))
+        share = (top + (1 - top) / 2 - initial) / (1 - initial)
+    else:
+        share = float(np.min(observed)) / 2 / initial
+    share = min(max(share, 1e-3), 1 - 1e-3)
+    final0 = math.log(share / (1 - share))
+    rate = float(np.median([c.rate for c in curves]))
+    starts = [
+        np.array(
+            [
+                math.log(samples / 10),
                 0.0,
-                np.array([1.0, 0, 0, 1.0, 0, 0]),
-                np.array([-1.0, 0, 0, -1.0, 0, 1.0]),
-            )
-        ),
-        key=lambda r: r.fun,
-    )
+                final0,
+                math.log(best_batch * noise),
+                -1.0,
+                math.log(rate * best),
+                math.log(onset),
+            ]
+        )
+        for noise in (0.25, 1.0, 4.0, 32.0)
+        for best in (1.5, 4.0, 16.0)
+        for onset in (1.0, 3.0)
+    ]
+    ranked = sorted(starts, key=loss)[:4]
+    fits = [minimize(loss, x, method="Nelder-Mead", options={"maxiter": 2000}) for x in ranked]
+    best = min(fits, key=lambda r: r.fun)
+    best = minimize(loss, best.x, method="Nelder-Mead", options={"maxiter": 2000})
     spec = spec_of(best.x)
     return spec, math.sqrt(best.fun / len(observed))
 

@@ -20,7 +20,11 @@ et al.'s S = S_min (1 + B_noise / B) and E = E_min (1 + B / B_noise), so that
 (S / S_min - 1)(E / E_min - 1) = 1 (their eq. 2.11). Progress is counted in those samples
 (`e`, "small-batch samples"), and the metric is a learning curve of them:
 
-    metric(e) = final + (initial - final) (1 + e / scale_samples) ^ -exponent
+    metric(e) = final + (initial - final) (1 + (e / scale_samples) ^ shape) ^ (-exponent / shape)
+
+(`shape` 1 by default: a power law from the start; above 1 the curve starts flat, as the
+loss of a network from its initialisation stays near chance before it falls, and ends
+on the same power law.)
 
 What the model adds to the quadratic, each a published mechanism:
 
@@ -74,6 +78,7 @@ class ConvergenceSpec(Strict):
     final: float  # the learning curve's asymptote
     scale_samples: Count  # small-batch samples at which the gap to `final` has halved^(1/exponent)
     exponent: float = Field(default=1.0, gt=0)
+    shape: float = Field(default=1.0, gt=0)  # the onset: 1 a power law, above 1 a flat start
     noise_scale: Count  # B_noise at the start of training, samples
     noise_growth: float = Field(default=0.0, ge=0)
     lr_max: float = Field(gt=0)  # the best noiseless rate, once past the early phase
@@ -94,9 +99,10 @@ class ConvergenceSpec(Strict):
     def metric_at(self, e: np.ndarray | float) -> np.ndarray:
         """The metric after `e` small-batch samples of progress."""
         e = np.maximum(np.asarray(e, dtype=float), 0.0)
-        return self.final + (self.initial - self.final) * (1.0 + e / self.scale_samples) ** (
-            -self.exponent
-        )
+        k = self.shape
+        return self.final + (self.initial - self.final) * (
+            1.0 + (e / self.scale_samples) ** k
+        ) ** (-self.exponent / k)
 
     def progress_for(self, metric: float) -> float:
         """The small-batch samples at which the curve reaches `metric` (inf if never)."""
@@ -105,7 +111,8 @@ class ConvergenceSpec(Strict):
             return math.inf
         if gap >= 1:
             return 0.0
-        return float(self.scale_samples * (gap ** (-1.0 / self.exponent) - 1.0))
+        k = self.shape
+        return float(self.scale_samples * (gap ** (-k / self.exponent) - 1.0) ** (1.0 / k))
 
     def noise_at(self, e: np.ndarray | float) -> np.ndarray:
         e = np.maximum(np.asarray(e, dtype=float), 0.0)
