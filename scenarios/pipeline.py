@@ -81,9 +81,11 @@ def stage_layers(spec: ScenarioSpec) -> list[range]:
 
 
 def replicas(spec: ScenarioSpec) -> int:
-    """Copies of the model the devices hold (each device one stage of one copy)."""
-    stages = spec.strategy.stages if spec.strategy.kind == "pipeline" else 1
-    return spec.cluster.workers // stages
+    """Copies of the model the devices hold (each device one stage, or a tensor share of
+    one, of one copy)."""
+    st = spec.strategy
+    per_copy = st.stages * st.tensor if st.kind == "pipeline" else 1
+    return spec.cluster.workers // per_copy
 
 
 def in_flight(schedule: str, stages: int, micro_batches: int, stage: int) -> int:
@@ -128,9 +130,10 @@ def memory_of(spec: ScenarioSpec) -> list[MemoryUse]:
     micro = batch / strategy.micro_batches if pipeline else batch
     cuts = stage_layers(spec)
     out = []
+    split = strategy.tensor if pipeline else 1  # tensor parallelism: 1 / T of each layer
     for k, layers in enumerate(cuts):
-        params = sum(table[i][1] for i in layers) * size
-        kept = sum(outputs[i] or 0.0 for i in layers) * size  # per sample
+        params = sum(table[i][1] for i in layers) * size / split
+        kept = sum(outputs[i] or 0.0 for i in layers) * size / split  # per sample
         if pipeline:
             held = in_flight(strategy.schedule, len(cuts), strategy.micro_batches, k)
             cut_in = [layers.start - 1] if k > 0 else []

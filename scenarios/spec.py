@@ -60,6 +60,10 @@ class Layer(Strict):
     # its output, elements per sample: what its forward keeps for the backward, and what
     # crosses to the next stage of a pipeline cut after it (None: not known)
     activations: Count | None = None
+    # elements per sample its tensor-parallel split all-reduces in its forward (the same
+    # again in its backward): 2 s h for a transformer layer (Shoeybi et al. 2019); None:
+    # the layer cannot be split
+    tensor_exchange: Count | None = None
 
 
 class KerasSpec(BaseModel):
@@ -86,6 +90,7 @@ class ModelSpec(Strict):
     # evenly, each with `activations` outputs per sample
     layers: tuple[Layer, ...] | None = None
     activations: Count | None = None
+    tensor_exchange: Count | None = None
     # statistical efficiency on its data set (scenarios/convergence.py): a catalog name,
     # a mapping, or, for a catalog model, its own entry where the catalog has one
     convergence: Annotated[ConvergenceSpec | None, _catalog_ref("convergence")] = None
@@ -107,10 +112,11 @@ class ModelSpec(Strict):
         if not isinstance(data, dict):
             return data
         if not isinstance(data.get("layers"), int):
-            if data.get("activations") is not None:
-                raise _LocatedError(
-                    ("activations",), "applies to layers: N (a table gives each layer's own)"
-                )
+            for field in ("activations", "tensor_exchange"):
+                if data.get(field) is not None:
+                    raise _LocatedError(
+                        (field,), "applies to layers: N (a table gives each layer's own)"
+                    )
             return data
         n, data = data["layers"], dict(data)
         if isinstance(n, bool) or n < 1:
@@ -136,8 +142,9 @@ class ModelSpec(Strict):
         }
         if "backward_flops_per_sample" in totals:
             layer["backward_flops"] = f"{totals['backward_flops_per_sample'] / n!r} FLOP"
-        if data.get("activations") is not None:
-            layer["activations"] = data["activations"]
+        for field in ("activations", "tensor_exchange"):
+            if data.get(field) is not None:
+                layer[field] = data[field]
         data["layers"] = [{"name": f"layer{i}", **layer} for i in range(n)]
         return data
 
@@ -476,7 +483,7 @@ class ScenarioSpec(Strict):
         if st.kind == "parameter_server" and not st.sync:
             return batch
         if st.kind == "pipeline":  # a batch per replica of the pipeline
-            return self.workers // st.stages * batch
+            return self.workers // (st.stages * st.tensor) * batch
         backup = st.backup_workers if st.kind == "parameter_server" else 0
         return (self.workers - backup) * batch
 
@@ -494,11 +501,24 @@ class ScenarioSpec(Strict):
             raise _LocatedError(
                 ("strategy", "split"), f"{list(st.split)}: {sum(st.split)} layers, not {layers}"
             )
-        if self.workers % st.stages:
+        if self.workers % (st.stages * st.tensor):
             raise _LocatedError(
                 ("strategy", "stages"),
-                f"{st.stages}: does not divide the {self.workers} devices into replicas",
+                f"{st.stages} x tensor {st.tensor}: does not divide the {self.workers} "
+                "devices into replicas",
             )
+        if st.tensor > 1:
+            for layer in self.model.layers or ():
+                if layer.tensor_exchange is None:
+                    raise _LocatedError(
+                        ("strategy", "tensor"),
+                        f"{st.tensor}: layer {layer.name!r} gives no tensor_exchange "
+                        "(what its split all-reduces): it cannot be split",
+                    )
+            if not self.model.layers:
+                raise _LocatedError(
+                    ("strategy", "tensor"), f"{st.tensor}: the model has no layers to split"
+                )
         if self.training.batch_per_worker % st.micro_batches:
             raise _LocatedError(
                 ("strategy", "micro_batches"),

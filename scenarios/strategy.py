@@ -31,6 +31,7 @@ _KINDS_OF_FIELD = {
     "micro_batches": ("pipeline",),
     "schedule": ("pipeline",),
     "split": ("pipeline",),
+    "tensor": ("pipeline",),
 }
 
 
@@ -74,6 +75,9 @@ class StrategySpec(Strict):
     micro_batches: int = Field(default=1, ge=1)
     schedule: Literal["gpipe", "1f1b"] = "gpipe"
     split: Literal["balanced"] | tuple[Annotated[int, Field(ge=1)], ...] = "balanced"
+    # pipeline: each stage's layers split over `tensor` devices (Megatron's column and row
+    # splits), which all-reduce what the layers exchange (Layer.tensor_exchange)
+    tensor: int = Field(default=1, ge=1)
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> StrategySpec:

@@ -1,22 +1,30 @@
-"""Pipeline model parallelism: each device runs one stage of one replica of the model.
+"""Pipeline model parallelism: each device runs one stage of one replica of the model,
+or a 1 / T share of every layer of it with tensor parallelism.
 
-Device d holds stage k = d mod P of replica d // P (`scenarios/pipeline.py`). Every step,
-a replica's batch is cut into M micro-batches. A stage's forward of micro-batch j waits
-for the previous stage's activations of j; when done, it sends its own to the next
-stage (a transfer over the topology). A backward waits for the next stage's gradient
-of j and sends its own back. The order of a stage's work is its schedule's:
+Device d holds stage k of replica r, tensor share t, d = (r P + k) T + t
+(`scenarios/pipeline.py`). Every step, a replica's batch is cut into M micro-batches. A
+stage's forward of micro-batch j waits for the previous stage's activations of j; when
+done, it sends its own to the next stage (a transfer over the topology, from share t to
+share t). A backward waits for the next stage's gradient of j and sends its own back. The
+order of a stage's work is its schedule's:
 
 * gpipe (Huang et al. 2019): every forward, then every backward (last micro-batch first);
 * 1f1b (PipeDream-Flush, Narayanan et al. 2021): P - k - 1 forwards to fill the
   pipeline, then one forward and one backward in turn, then the backwards left.
 
-Once a stage's last backward is done, its gradients are all-reduced among the replicas
-of that stage (the stage's parameters, with `strategy.algorithm`), and its step ends; a
-job's step ends when every device's has. With uniform stages and free transfers, a step
-takes (M + P - 1) (t_f + t_b) of which (P - 1) (t_f + t_b) is the bubble.
+With tensor parallelism (Megatron, Shoeybi et al. 2019) each of a stage's T devices
+computes 1 / T of every layer, and after each forward and each backward of a micro-batch
+the T devices all-reduce what the layers' splits exchange (`Layer.tensor_exchange`
+elements per sample each way: 2 s h for a transformer layer, its 4 all-reduces of s h per
+step); a micro-batch's all-reduces of a stage are merged into one per direction.
+
+Once a stage's last backward is done, its gradients (each share's) are all-reduced among
+the replicas (`strategy.algorithm`), and its step ends; a job's step ends when every
+device's has. With uniform stages and free transfers, a step takes (M + P - 1) (t_f +
+t_b) of which (P - 1) (t_f + t_b) is the bubble.
 
 A stage's forward and backward times are its layers' (`sim/compute.py`) for a
-micro-batch: the layers' per-step times scaled by 1 / M.
+micro-batch: the layers' per-step times scaled by 1 / (M T).
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from scenarios.pipeline import replicas, stage_layers
 
 from .collectives import ALGORITHMS
 from .simulation import Simulation, Span
-from .training import Events, PerStep, Process, Training, Worker
+from .training import Counter, Events, PerStep, Process, Training, Worker
 
 
 def schedule_of(kind: str, stages: int, micro: int, stage: int) -> list[tuple[str, int]]:
@@ -57,33 +65,43 @@ class PipelineTraining(Training):
         spec = sim.spec
         strategy = spec.strategy
         self.stages = strategy.stages
+        self.tensor = strategy.tensor
         self.micro = strategy.micro_batches
         self.replicas = replicas(spec)
         self.schedule = strategy.schedule
         self.algorithm = ALGORITHMS[strategy.algorithm]
         compute = sim.compute
         cuts = stage_layers(spec)
-        self.forward_s = [float(compute.forward_s[list(c)].sum()) / self.micro for c in cuts]
-        self.backward_s = [float(compute.backward_s[list(c)].sum()) / self.micro for c in cuts]
+        share = self.micro * self.tensor
+        self.forward_s = [float(compute.forward_s[list(c)].sum()) / share for c in cuts]
+        self.backward_s = [float(compute.backward_s[list(c)].sum()) / share for c in cuts]
+        size = compute.bytes_per_param
         self.gradient_bytes = [
-            float(compute.params[list(c)].sum()) * compute.bytes_per_param for c in cuts
+            float(compute.params[list(c)].sum()) * size / self.tensor for c in cuts
         ]
         layers = spec.model.layers or ()
         batch = spec.training.batch_per_worker / self.micro
         self.boundary_bytes = [
-            (layers[c.stop - 1].activations or 0.0) * batch * spec.model.bytes_per_param
-            if layers
+            (layers[c.stop - 1].activations or 0.0) * batch * size if layers else 0.0
+            for c in cuts
+        ]
+        self.exchange_bytes = [
+            sum(layers[i].tensor_exchange or 0.0 for i in c) * batch * size
+            if layers and self.tensor > 1
             else 0.0
             for c in cuts
         ]
-        self.arrived = Events(sim.env)  # (step, "F" | "B", stage, replica, micro)
+        self.arrived = Events(sim.env)  # (step, "F" | "B", stage, replica, share, micro)
         self.sent_at: dict[Any, float] = {}
         self.finished = PerStep(sim.env, sim.workers)
-        self.ready = PerStep(sim.env, self.replicas)  # (step, stage): replicas done
-        self.reduced = Events(sim.env)  # (step, stage): its all-reduce ended
-        self.spans: dict[tuple[int, int], list[Span]] = {}
+        self.groups: dict[Any, Counter] = {}  # a collective's members as they arrive
+        self.ended = Events(sim.env)  # a collective's end
+        self.spans: dict[Any, list[Span]] = {}
         self.workers = [Worker(self, w) for w in range(sim.workers)]
         self.spawn(self.steps())
+
+    def device(self, replica: int, stage: int, share: int) -> int:
+        return (replica * self.stages + stage) * self.tensor + share
 
     def steps(self) -> Process:
         """Each step ends once every device has finished its part of it."""
@@ -92,10 +110,10 @@ class PipelineTraining(Training):
             for step in range(self.start_step, sim.total_steps):
                 yield self.finished(step).event
                 self.finished.drop(step)
-                self.ready.drop(step)
-                for stage in range(self.stages):
-                    self.reduced.forget((step, stage))
-                    self.spans.pop((step, stage), None)
+                for key in [k for k in self.groups if k[0] == step]:
+                    del self.groups[key]
+                    self.ended.forget(key)
+                    self.spans.pop(key, None)
                 yield from sim.end_of_step(step)
         except simpy.Interrupt:
             return
@@ -109,19 +127,46 @@ class PipelineTraining(Training):
         self.sim.tracer.span(src, vocab.SEND, start, env.now, comm=True, step=key[0])
         self.arrived(key).succeed()
 
+    def _together(
+        self, worker: Worker, key: tuple[Any, ...], ranks: list[int], nbytes: float
+    ) -> Process:
+        """One all-reduce of `nbytes` among `ranks`: started by the first rank once every
+        rank has arrived; each waits for its end. Returns its span."""
+        sim, env = self.sim, self.sim.env
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = Counter(env, len(ranks))
+        group.arrive(worker.index)
+        ended = self.ended(key)
+        if worker.index == ranks[0]:
+            yield group.event
+            began = env.now
+            yield from self.algorithm(sim.network, ranks, nbytes, sim.costs.collective)
+            self.spans[key] = [(vocab.ALLREDUCE, began, env.now)]
+            ended.succeed()
+        else:
+            yield ended
+        spans = self.spans[key]
+        for phase, began, end in spans:
+            sim.tracer.span(worker.index, phase, began, end, comm=True, step=key[0])
+        return spans
+
     def run_step(self, worker: Worker, step: int) -> Process:
         sim, env = self.sim, self.sim.env
-        replica, stage = divmod(worker.index, self.stages)
+        place, share = divmod(worker.index, self.tensor)
+        replica, stage = divmod(place, self.stages)
         last = self.stages - 1
         factor = sim.compute_factor(worker.index, step)
         delay = sim.compute_delay(worker.index, step)
         if delay > 0:
             yield env.timeout(delay)
         tracer = sim.tracer
+        mates = [self.device(replica, stage, t) for t in range(self.tensor)]
+        key: tuple[Any, ...]
         for op, j in schedule_of(self.schedule, self.stages, self.micro, stage):
             needs = (stage > 0) if op == "F" else (stage < last)
             if needs:
-                key = (step, op, stage, replica, j)
+                key = (step, op, stage, replica, share, j)
                 event = self.arrived(key)
                 if not event.triggered:
                     waited = env.now
@@ -139,41 +184,28 @@ class PipelineTraining(Training):
             yield from sim.busy(worker, seconds, factor)
             phase = vocab.FORWARD if op == "F" else vocab.BACKWARD
             tracer.span(worker.index, phase, began, env.now, step=step)
+            if self.exchange_bytes[stage] > 0:  # the layers' tensor splits meet
+                waited = env.now
+                key = (step, "tensor", op, stage, replica, j)
+                yield from self._together(worker, key, mates, self.exchange_bytes[stage])
+                worker.stall += env.now - waited
             if op == "F" and stage < last:
-                nbytes = self.boundary_bytes[stage]
-                key = (step, "F", stage + 1, replica, j)
-                self.spawn(self._send(key, worker.index, worker.index + 1, nbytes))
+                key = (step, "F", stage + 1, replica, share, j)
+                dst = self.device(replica, stage + 1, share)
+                self.spawn(self._send(key, worker.index, dst, self.boundary_bytes[stage]))
             elif op == "B" and stage > 0:
-                nbytes = self.boundary_bytes[stage - 1]
-                key = (step, "B", stage - 1, replica, j)
-                self.spawn(self._send(key, worker.index, worker.index - 1, nbytes))
+                key = (step, "B", stage - 1, replica, share, j)
+                dst = self.device(replica, stage - 1, share)
+                self.spawn(self._send(key, worker.index, dst, self.boundary_bytes[stage - 1]))
         worker.compute_end = env.now
         worker.spans = []
         if self.replicas > 1 and self.gradient_bytes[stage] > 0:
-            yield from self._reduce(worker, step, stage, replica)
+            # a share's gradients, all-reduced among the replicas of that stage and share
+            ranks = [self.device(r, stage, share) for r in range(self.replicas)]
+            key = (step, "replicas", stage, share)
+            worker.spans = yield from self._together(
+                worker, key, ranks, self.gradient_bytes[stage]
+            )
         done = self.finished(step)
         done.arrive(worker.index)
         yield done.event
-
-    def _reduce(self, worker: Worker, step: int, stage: int, replica: int) -> Process:
-        """All-reduce a stage's gradients among its replicas: one collective, started by
-        replica 0 once every replica's backward is done; each replica waits for its end."""
-        sim, env = self.sim, self.sim.env
-        ready = self.ready(step, stage)
-        ready.arrive(replica)
-        reduced = self.reduced((step, stage))
-        if replica == 0:
-            yield ready.event
-            began = env.now
-            ranks = [r * self.stages + stage for r in range(self.replicas)]
-            yield from self.algorithm(
-                sim.network, ranks, self.gradient_bytes[stage], sim.costs.collective
-            )
-            self.spans[(step, stage)] = [(vocab.ALLREDUCE, began, env.now)]
-            reduced.succeed()
-        else:
-            yield reduced
-        spans: list[Span] = self.spans[(step, stage)]
-        worker.spans = spans
-        for phase, began, end in spans:
-            sim.tracer.span(worker.index, phase, began, end, comm=True, step=step)

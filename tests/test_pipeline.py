@@ -252,3 +252,41 @@ def test_the_report_shows_memory_and_skips_what_was_not_timed(tmp_path: Path) ->
     text = (tmp_path / "r.md").read_text()
     assert "| allreduce | sim | 44.8 GiB | 32 GiB | no: not timed |" in text
     assert "| pipeline,stages=4,micro_batches=4 | sim | 11.2 GiB | 32 GiB | yes |" in text
+
+
+def test_tensor_parallel_layers_all_reduce_megatrons_volume(tmp_path: Path) -> None:
+    """Megatron (Shoeybi et al. 2019): a transformer layer split over T devices
+    all-reduces its s x h activations twice in the forward and twice in the backward
+    (tensor_exchange 2 s h per sample each way). One stage of 12 such layers on 2
+    devices, 1 micro-batch: the step is half the compute plus one all-reduce of
+    12 x 2 s h x batch floats per direction."""
+    s, h = 128, 256
+    path = scenario(tmp_path, "{kind: pipeline, stages: 1, tensor: 2}", devices=2)
+    path.write_text(path.read_text().replace("FLOP}", f"FLOP, tensor_exchange: {2 * s * h}}}"))
+    spec = load(path).points[0].spec
+    result = simulate(load(path))
+    row = result.results.iloc[0]
+    pair = Simulation(load(scenario(tmp_path, "{kind: allreduce}", devices=2)).points[0].spec)
+    volume = LAYERS * 2 * s * h * 48 * 4  # bytes each way: 4 all-reduces of s h per layer
+    ring, _ = collective_time(pair, volume)
+    assert row["step_time_mean_s"] == pytest.approx(single_step_s(tmp_path) / 2 + 2 * ring)
+    assert row["throughput_samples_per_s"] == pytest.approx(48 / row["step_time_mean_s"])
+    (use,) = memory_of(spec)
+    assert use.weights == PARAMS * 4 / 2  # each device holds half of every layer
+
+
+def test_hybrid_tensor_pipeline_and_replicas_place_devices(tmp_path: Path) -> None:
+    """2 replicas x 2 stages x 2 tensor shares on 8 devices: device (r P + k) T + t; the
+    step's samples are the 2 replicas' batches, and a layer without tensor_exchange
+    cannot be split."""
+    strategy = "{kind: pipeline, stages: 2, tensor: 2, micro_batches: 4}"
+    path = scenario(tmp_path, strategy, devices=8)
+    with pytest.raises(ScenarioError, match="gives no tensor_exchange"):
+        load(path)
+    path.write_text(path.read_text().replace("FLOP}", "FLOP, tensor_exchange: 1000}"))
+    spec = load(path).points[0].spec
+    assert spec.samples_per_step == 2 * 48
+    result = simulate(load(path))
+    steps = result.steps
+    assert sorted(steps["worker"].unique()) == list(range(8))
+    assert result.results.iloc[0]["samples_trained"] == 2 * 48 * 4
