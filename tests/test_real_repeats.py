@@ -346,3 +346,33 @@ def test_round_order_turns_every_point_through_every_place() -> None:
         before = {r[r.index(p) - 1] for r in rounds if r.index(p) > 0}
         assert len(before) > 1
     assert runner.round_order([], 3) == []
+
+
+@pytest.mark.parametrize(("target", "seeds"), [(False, [1, 1, 1]), (True, [1, 2, 3])])
+def test_a_target_reshuffles_each_repeat(
+    monkeypatch: pytest.MonkeyPatch, target: bool, seeds: list[int]
+) -> None:
+    """With a target, run i of a point shuffles and splits by the seed + i; without one
+    every run is the scenario's seed (its throughput does not depend on the order)."""
+    text = SCENARIO.replace("sweep:\n  cluster.devices_per_host: [1, 2]\n", "seed: 1\n")
+    if target:
+        text = text.replace(
+            "training: {batch_per_worker: 8, steps: 3, warmup_steps: 1}",
+            "training: {batch_per_worker: 8, steps: 3, warmup_steps: 1, data: digits,"
+            " target: {metric: loss, value: 0.5}}",
+        )
+    (point,) = loads(text).points
+    used: list[int] = []
+
+    class Stop(Exception):
+        pass
+
+    def launch(spec: Any, jobs: Any) -> Any:
+        used.append(spec.seed)
+        raise Stop
+
+    monkeypatch.setattr(runner, "launch_with_failures", launch)
+    for repetition in range(3):
+        with pytest.raises(Stop):
+            runner.run_point(point, repetition)
+    assert used == seeds
