@@ -45,3 +45,11 @@ def test_fusion_buffer_becomes_bytes_per_pack() -> None:
     per_tensor = spec_of("{kind: allreduce, overlap: false, fusion_buffer: 0 B}")
     assert bytes_per_pack(per_tensor) == 1
     assert bytes_per_pack(spec_of("{kind: parameter_server}")) == 0
+
+
+def test_a_pipeline_is_refused_in_one_line() -> None:
+    with pytest.raises(NotModelledError) as info:
+        check_supported(spec_of("{kind: pipeline, stages: 2}"))
+    message = str(info.value)
+    assert message.startswith("strategy.kind: pipeline (simulated only")
+    assert "\n" not in message
