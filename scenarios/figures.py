@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .fields import Strict
 
@@ -30,5 +30,16 @@ class PublishedSpec(Strict):
     url: str = Field(min_length=1)
     table: str = Field(min_length=1)  # the table or figure, row and column
     setup: str = ""  # how the scenario's setup follows from the source, and what it assumes
-    metric: Literal["throughput_samples_per_s", "scaling_efficiency"] = "throughput_samples_per_s"
+    # relative_throughput: each point's throughput over the `reference` point's (a source
+    # that publishes normalised figures)
+    metric: Literal["throughput_samples_per_s", "scaling_efficiency", "relative_throughput"] = (
+        "throughput_samples_per_s"
+    )
+    reference: dict[str, Any] | None = None  # relative_throughput: the `at` of the 1x point
     points: tuple[PublishedPoint, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _reference_with_relative(self) -> PublishedSpec:
+        if (self.metric == "relative_throughput") != (self.reference is not None):
+            raise ValueError("reference: give it with metric relative_throughput, and only then")
+        return self

@@ -23,6 +23,7 @@ class Figure:
     point: Point
     published: PublishedPoint
     spec: PublishedSpec
+    reference: Point | None = None  # relative_throughput: the point it is relative to
 
     @property
     def metric(self) -> str:
@@ -36,19 +37,24 @@ def figures(scenario: Scenario) -> list[Figure]:
     if spec is None:
         raise ScenarioError(f"published: {scenario.path} has no published figures")
     swept = {path for key in scenario.document.get("sweep") or {} for path in sweep_paths(key)}
+    reference = None
+    if spec.reference is not None:
+        reference = _pick(scenario, swept, spec.reference, "published.reference")
     found = []
     for i, figure in enumerate(spec.points):
-        where = f"published.points[{i}].at"
-        for key in figure.at:
-            if key not in swept:
-                raise ScenarioError(f"{where}: {key!r} is not swept (sweep: {sorted(swept)})")
-        matches = [p for p in scenario.points if _matches(p, figure.at)]
-        if len(matches) != 1:
-            raise ScenarioError(
-                f"{where}: {figure.at!r} picks {len(matches)} sweep points; it must pick one"
-            )
-        found.append(Figure(matches[0], figure, spec))
+        point = _pick(scenario, swept, figure.at, f"published.points[{i}].at")
+        found.append(Figure(point, figure, spec, reference))
     return found
+
+
+def _pick(scenario: Scenario, swept: set[str], at: dict[str, Any], where: str) -> Point:
+    for key in at:
+        if key not in swept:
+            raise ScenarioError(f"{where}: {key!r} is not swept (sweep: {sorted(swept)})")
+    matches = [p for p in scenario.points if _matches(p, at)]
+    if len(matches) != 1:
+        raise ScenarioError(f"{where}: {at!r} picks {len(matches)} sweep points; it must pick one")
+    return matches[0]
 
 
 def _matches(point: Point, at: dict[str, Any]) -> bool:

@@ -26,7 +26,7 @@ def test_the_set_spans_sources_strategies_and_scale() -> None:
     assert len(found) >= 20
     assert len({f.spec.source for f in found}) >= 4
     kinds = {f.point.spec.strategy.kind for f in found}
-    assert kinds == {"allreduce", "parameter_server"}
+    assert kinds == {"allreduce", "parameter_server", "pipeline"}
     gpus = [f.point.spec.workers for f in found]
     assert min(gpus) <= 8 and max(gpus) >= 256
     networks = {
@@ -73,3 +73,16 @@ def test_the_simulator_against_the_published_set() -> None:
     assert within >= 0.85
     judged, ordered, _ = validate_published.pairs(compared)
     assert ordered >= judged - 2
+
+
+def test_relative_figures_name_their_reference(tmp_path: Path) -> None:
+    """relative_throughput comes with a reference point, and only it does; each figure is
+    paired with that point."""
+    path = ROOT / "scenarios" / "published" / "gpipe-transformer24-p100.yaml"
+    found = figures(load(path))
+    assert {f.reference.values["strategy.stages"] for f in found if f.reference} == {2}
+    text = path.read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("  reference: {strategy.stages: 2}\n", ""))
+    with pytest.raises(ScenarioError, match="reference"):
+        load(bad)

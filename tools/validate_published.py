@@ -88,7 +88,11 @@ def compare(paths: Sequence[Path], jobs: int = 1) -> list[Compared]:
         result = run(scenario, jobs=jobs)
         rows = {p.point_id: p.row for p in result.points}
         for figure in wanted:
-            value = float(rows[figure.point.id][figure.metric])
+            if figure.reference is not None:  # relative_throughput
+                key = "throughput_samples_per_s"
+                value = float(rows[figure.point.id][key]) / float(rows[figure.reference.id][key])
+            else:
+                value = float(rows[figure.point.id][figure.metric])
             out.append(Compared(scenario.name, figure, value))
     return out
 
@@ -122,6 +126,8 @@ def pairs(compared: Sequence[Compared]) -> tuple[int, int, list[tuple[Compared, 
 
 
 def _fmt(c: Compared, value: float) -> str:
+    if c.figure.metric == "relative_throughput":
+        return f"{value:.2f}x"
     return f"{100 * value:.1f}%" if c.efficiency else f"{value:,.0f}"
 
 
