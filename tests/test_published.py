@@ -61,7 +61,6 @@ published:
         figures(loads(text.replace("cluster.hosts: 3", "cluster.devices_per_host: 2")))
 
 
-@pytest.mark.slow
 def test_the_simulator_against_the_published_set() -> None:
     # the targets: throughput MAPE <= 10%, 90% of figures within tolerance, every
     # pair of a table ordered. The last two are not met yet (docs/validation-published.md
