@@ -488,9 +488,9 @@ def test_crash_after_a_step_is_not_launched_again() -> None:
 def test_training_stops_at_the_target_measured_on_held_out_images(
     scenario: Path, tmp_path: Path
 ) -> None:
-    """Ring and asynchronous parameter servers evaluate every 5 updates on the held-out
-    fifth of the digits and stop at the first evaluation that meets the target; a target
-    out of reach runs to the bound and says so."""
+    """Ring, synchronous and asynchronous parameter servers evaluate every 5 updates on
+    the held-out fifth of the digits and stop at the first evaluation that meets the
+    target; a target out of reach runs to the bound and says so."""
     out = tmp_path / "target"
     proc = run_real(
         str(scenario),
@@ -502,10 +502,12 @@ def test_training_stops_at_the_target_measured_on_held_out_images(
         " target: {metric: accuracy, value: 0.75}, evaluation: {every_steps: 5}}",
         "--set",
         "sweep={strategy: [{kind: allreduce, algorithm: ring, overlap: false},"
+        " {kind: parameter_server, servers: 1, sync: true},"
         " {kind: parameter_server, servers: 1, sync: false}]}",
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = pd.read_csv(out / vocab.RESULTS_FILE)
+    assert len(results) == 3
     curves = pd.read_csv(out / vocab.CURVES_FILE)
     assert list(curves.columns) == list(vocab.CURVE_COLUMNS)
     for row in results.to_dict(orient="records"):
@@ -516,7 +518,7 @@ def test_training_stops_at_the_target_measured_on_held_out_images(
         last = curve.iloc[-1]
         assert row["steps_to_target"] == last.step < 80
         assert row["steps"] == last.step - 2  # what ran after the warm-up
-        per_update = 16 * (2 if row["strategy"] == "allreduce" else 1)
+        per_update = 16 * (2 if row["sync"] else 1)  # a synchronous update: both batches
         assert row["samples_to_target"] == last.step * per_update
         assert row["epochs_to_target"] == pytest.approx(last.step * per_update / 1438)
         assert row["time_to_target_s"] == pytest.approx(last.time_s)
