@@ -31,6 +31,16 @@ from sim.simulation import Simulation
 
 LAYERS, FLOPS, PARAMS = 12, 12e9, 12e6  # per sample; 1 GFLOP and 1 M parameters a layer
 
+#: 4 G parameters on 32 GiB V100s: as data parallelism on 4 devices, and as 4 stages
+BIG = (
+    "version: 1\nname: big\n"
+    "model: {name: big, layers: 8, params: 4e9, flops_per_sample: 8 GFLOP, activations: 0}\n"
+    "cluster: {hosts: 1, devices_per_host: 4, device: v100, network: 10GbE}\n"
+    "training: {batch_per_worker: 8, steps: 2, warmup_steps: 0}\n"
+    "sweep:\n  strategy:\n    - {kind: allreduce}\n"
+    "    - {kind: pipeline, stages: 4, micro_batches: 4}\n"
+)
+
 
 def scenario(tmp_path: Path, strategy: str, devices: int = 4, **model: object) -> Path:
     extra = "".join(f", {k}: {v}" for k, v in model.items())
@@ -155,14 +165,7 @@ def test_a_point_that_does_not_fit_is_marked_and_not_timed(tmp_path: Path) -> No
     """32 GiB V100s: 4 G parameters (16 GB of weights, as much again in gradients and in
     momentum) do not fit one device; as 4 pipeline stages each device holds a quarter."""
     path = tmp_path / "big.yaml"
-    path.write_text(
-        "version: 1\nname: big\n"
-        "model: {name: big, layers: 8, params: 4e9, flops_per_sample: 8 GFLOP, activations: 0}\n"
-        "cluster: {hosts: 1, devices_per_host: 4, device: v100, network: 10GbE}\n"
-        "training: {batch_per_worker: 8, steps: 2, warmup_steps: 0}\n"
-        "sweep:\n  strategy:\n    - {kind: allreduce}\n"
-        "    - {kind: pipeline, stages: 4, micro_batches: 4}\n"
-    )
+    path.write_text(BIG)
     result = simulate(load(path))
     rows = result.results.set_index("strategy")
     assert not rows.loc["allreduce", "fits"] and rows.loc["pipeline", "fits"]
@@ -235,14 +238,7 @@ def test_the_report_shows_memory_and_skips_what_was_not_timed(tmp_path: Path) ->
     from sim import cli as sim_cli
 
     path = tmp_path / "big.yaml"
-    path.write_text(
-        "version: 1\nname: big\n"
-        "model: {name: big, layers: 8, params: 4e9, flops_per_sample: 8 GFLOP, activations: 0}\n"
-        "cluster: {hosts: 1, devices_per_host: 4, device: v100, network: 10GbE}\n"
-        "training: {batch_per_worker: 8, steps: 2, warmup_steps: 0}\n"
-        "sweep:\n  strategy:\n    - {kind: allreduce}\n"
-        "    - {kind: pipeline, stages: 4, micro_batches: 4}\n"
-    )
+    path.write_text(BIG)
     out = tmp_path / "sim"
     assert sim_cli.main([str(path), "--out", str(out), "--quiet", "--trace"]) == 0
     report = build([out])

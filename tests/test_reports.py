@@ -35,7 +35,8 @@ from reports.compare import (
     run_to_run_noise,
 )
 from reports.plots import breakdown_shares
-from reports.render import SECTIONS, verdict
+from reports.render import SECTIONS
+from reports.tables import verdict
 from reports.timeline import MAX_STEPS, MAX_WORKERS, from_steps, window
 
 ROOT = Path(__file__).resolve().parent.parent
