@@ -1,8 +1,9 @@
 """Pipelines and device memory, as both backends and the report need them.
 
 A pipeline (`strategy.kind: pipeline`) cuts the model's layers into `stages` consecutive
-stages, one device each; the cluster's devices hold `replicas` = devices / stages copies
-of it, device d running stage d mod stages of replica d // stages. A replica's batch
+stages, one device each (T devices with `tensor: T`); the cluster's devices hold
+`replicas` = devices / (stages T) copies of it, device d running share d mod T of stage
+(d // T) mod stages of replica d // (stages T). A replica's batch
 (`training.batch_per_worker`) is cut into `micro_batches` micro-batches of equal size.
 
 Memory per device (`memory_of`), in bytes of the model's dtype:
@@ -16,8 +17,10 @@ Memory per device (`memory_of`), in bytes of the model's dtype:
 * communication buffers: all-reduce's fusion buffer (data parallelism), or a
   micro-batch's activations received and its gradient sent (a pipeline's stage).
 
-A model whose layers give no `activations` counts none (`MemoryUse.activations_known`
-says so).
+With tensor parallelism (`strategy.tensor: T`) a device holds 1 / T of its stage's
+weights, gradients, slots and activations (Megatron's splits; the few activations it
+keeps whole, its layer norms', are not told apart). A model whose layers give no
+`activations` counts none (`MemoryUse.activations_known` says so).
 """
 
 from __future__ import annotations
