@@ -49,6 +49,7 @@ PS = "tests/benchmarks/ps-inception3.yaml"
 PER_TENSOR = "tests/benchmarks/per-tensor-resnet152.yaml"
 MLP = "scenarios/library/mlp-localhost.yaml"
 TRIALS = "tests/benchmarks/trials-mlp.yaml"
+HYBRID = "scenarios/library/gpt2-xl-hybrid-64.yaml"
 SPARK = ("--master", "local[2]")
 
 
@@ -113,6 +114,21 @@ CASES = [
         _ring(128, 1000),
         21.0,
         families=(("ring, steps", 1000),),
+    ),
+    Case(
+        "pipeline-64",
+        "GPT-2 XL, 8-stage 1F1B pipelines (16 micro-batches) on 8 DGX-1 servers, 64 V100s, "
+        "10 steps",
+        HYBRID,
+        ("sweep={}", "cluster.hosts=8", "training.steps=10"),
+        families=(("pipeline, devices", 64),),
+    ),
+    Case(
+        "pipeline-512",
+        "same, 512 V100s (64 servers)",
+        HYBRID,
+        ("sweep={}", "cluster.hosts=64", "training.steps=10"),
+        families=(("pipeline, devices", 512),),
     ),
     Case(
         "ps-sync-50x17",
