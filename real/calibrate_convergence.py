@@ -29,6 +29,7 @@ from scenarios.schedule import scale_of, schedule_of
 from scenarios.spec import ScenarioSpec, StrategySpec
 from scenarios.training import Target
 
+from .job import Job
 from .launcher import Launcher
 from .runner import jobs_for
 
@@ -78,6 +79,33 @@ def _curve_job(
     return variant.model_copy(update={"seed": spec.seed + repeat})
 
 
+def curve_jobs(
+    spec: ScenarioSpec,
+    kind: Literal["single", "async"],
+    batch: int,
+    rate: float,
+    repeat: int,
+    every: int,
+    stop: Target | None,
+) -> tuple[ScenarioSpec, list[Job]]:
+    """The variant a curve runs (`_curve_job`) and its processes: at `rate` throughout
+    (no warm-up, no decay), evaluated every `every` updates on the held-out images, until
+    `stop` (None: the bound)."""
+    variant = _curve_job(spec, kind, batch, repeat)
+    jobs = [
+        job.replace(
+            schedule={"base": rate, "peak": rate},
+            learning_rate=rate,
+            eval_every=every if job.role in ("worker", "chief") and not job.serve else 0,
+            holdout=spec.training.holdout_samples,
+            target=stop.model_dump() if stop is not None else None,
+            checkpoint_dir=None,
+        )
+        for job in jobs_for(variant)
+    ]
+    return variant, jobs
+
+
 def measure_curve(
     spec: ScenarioSpec,
     kind: Literal["single", "async"],
@@ -86,25 +114,11 @@ def measure_curve(
     repeat: int = 0,
 ) -> CurveFit:
     """One calibration run at a constant `rate`, and its evaluations."""
-    variant = _curve_job(spec, kind, batch, repeat)
     stop = past(spec.training.target)
+    every = spec.training.evaluation.every_steps
+    variant, jobs = curve_jobs(spec, kind, batch, rate, repeat, every, stop)
     n = variant.training.warmup_steps + variant.training.steps
     lr = spec.training.learning_rate
-    jobs = jobs_for(variant)
-    flat = {"base": rate, "peak": rate}  # no warm-up, no decay
-    held = spec.training.holdout_samples
-    every = spec.training.evaluation.every_steps
-    jobs = [
-        job.replace(
-            schedule=flat,
-            learning_rate=rate,
-            eval_every=every if job.role in ("worker", "chief") and not job.serve else 0,
-            holdout=held,
-            target=stop.model_dump() if stop is not None else None,
-            checkpoint_dir=None,
-        )
-        for job in jobs
-    ]
     result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
     evals = sorted(result.of("eval"), key=lambda r: r["step"])
     metric = spec.training.target.metric if spec.training.target else "accuracy"

@@ -299,3 +299,23 @@ def test_calibration_curves_stop_past_the_target_over_several_shuffles() -> None
     spec = load(library / "digits-time-to-target.yaml").points[0].spec
     seeds = [_curve_job(spec, kind, 32, k).seed for kind in ("single", "async") for k in (0, 2)]
     assert seeds == [spec.seed, spec.seed + 2] * 2
+
+
+def test_a_calibration_curve_runs_at_one_rate_to_past_the_target() -> None:
+    """The processes of a curve: the rate flat from the first update, evaluated every
+    `every` updates, stopping at the given target, shuffled by the seed + the repeat;
+    a server never evaluates."""
+    from real.calibrate_convergence import curve_jobs, past
+    from scenarios.training import Target
+
+    library = Path(__file__).resolve().parent.parent / "scenarios/library"
+    spec = load(library / "digits-time-to-target.yaml").points[0].spec
+    stop = past(Target(metric="loss", value=0.4))
+    variant, (job,) = curve_jobs(spec, "single", 32, 0.04, 1, 5, stop)
+    assert variant.workers == 1 and variant.seed == spec.seed + 1
+    assert (job.schedule, job.learning_rate) == ({"base": 0.04, "peak": 0.04}, 0.04)
+    assert (job.eval_every, job.target) == (5, {"metric": "loss", "value": 0.2})
+    assert job.holdout == spec.training.holdout_samples and job.checkpoint_dir is None
+    _, jobs = curve_jobs(spec, "async", 16, 0.02, 0, 5, None)
+    assert all(j.target is None for j in jobs)
+    assert all(j.eval_every == 0 for j in jobs if j.serve)

@@ -24,9 +24,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from real.calibrate_convergence import _curve_job  # noqa: E402
+from real.calibrate_convergence import curve_jobs  # noqa: E402
 from real.launcher import Launcher  # noqa: E402
-from real.runner import jobs_for  # noqa: E402
 from scenarios import load  # noqa: E402
 
 TARGETS = {"accuracy": (0.8, 0.85, 0.9, 0.92, 0.94), "loss": (1.0, 0.6, 0.4, 0.3, 0.2)}
@@ -54,20 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     curves = []
     for seed in range(args.seeds):  # interleaved, as real.repeats runs them
         for kind, batch, rate in runs:
-            variant = _curve_job(spec, kind, int(batch), seed)  # type: ignore[arg-type]
-            jobs = [
-                job.replace(
-                    schedule={"base": float(rate), "peak": float(rate)},
-                    learning_rate=float(rate),
-                    eval_every=args.every
-                    if job.role in ("worker", "chief") and not job.serve
-                    else 0,
-                    holdout=spec.training.holdout_samples,
-                    target=None,
-                    checkpoint_dir=None,
-                )
-                for job in jobs_for(variant)
-            ]
+            _, jobs = curve_jobs(spec, kind, int(batch), float(rate), seed, args.every, None)  # type: ignore[arg-type]
             evals = sorted(Launcher(jobs, 600.0, "cpu").run().of("eval"), key=lambda r: r["step"])
             curves.append(
                 {
