@@ -13,7 +13,7 @@ from scenarios import vocab
 
 from .load import records
 from .plots import BREAKDOWN, breakdown_shares
-from .report import Report
+from .report import Report, capacity_of
 
 
 def _ms(seconds: float) -> str:
@@ -145,8 +145,6 @@ def _target_time(row: Mapping[str, Any]) -> str:
 
 def memory_table(report: Report) -> Table:
     """Per point and backend: the peak memory of a device, its capacity, whether it fits."""
-    from .report import capacity_of
-
     header = ["point", "backend", "peak memory per device", "device memory", "fits"]
     body = []
     for row in records(report.frame):
