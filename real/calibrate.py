@@ -59,7 +59,7 @@ from scenarios.spec import ScenarioSpec, StrategySpec
 from .job import Job
 from .launcher import Launcher
 from .pool import Measured
-from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, require_gpu
+from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, pipeline_jobs, require_gpu
 
 #: message sizes probed (bytes): 1 KiB to 32 MiB, roughly x8 apart
 SIZES = (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 21, 1 << 23, 1 << 25)
@@ -118,22 +118,55 @@ def _single_worker(spec: ScenarioSpec) -> ScenarioSpec:
     )
 
 
-def compute_key(spec: ScenarioSpec) -> tuple[str, int, str, int, int]:
+def compute_key(spec: ScenarioSpec) -> tuple[str, int, str, int, int, int]:
     """What a point's compute entry is measured for: model, batch, dtype, the host's
-    worker processes (P) and the server processes listening beside them."""
+    worker processes (P), the server processes listening beside them, and a pipeline's
+    micro-batches. A pipeline's stage is measured alone (P = 1): each stage's process has
+    a core of its own (`real/pipeline.py`)."""
+    pipeline = spec.strategy.kind == "pipeline"
     return (
         spec.model.name,
         spec.training.batch_per_worker,
         spec.model.dtype,
-        spec.cluster.devices_per_host,
-        server_processes(spec),
+        1 if pipeline else spec.cluster.devices_per_host,
+        0 if pipeline else server_processes(spec),
+        spec.strategy.micro_batches if pipeline else 1,
+    )
+
+
+def measure_pipeline_stage(spec: ScenarioSpec) -> ComputeEntry:
+    """One pipeline stage holding every layer, its process on one core, the batch in the
+    point's micro-batches (their gradients summed): what the simulator cuts into stages."""
+    micro = spec.strategy.micro_batches
+    common = jobs_for(spec, 1)[0].replace(steps=COMPUTE_STEPS)
+    jobs = pipeline_jobs(common, spec, [len(spec.model.layer_table())], micro_batches=micro)
+    result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
+    warmup = spec.training.warmup_steps
+    ends = sorted(r["end"] for r in result.of("step"))
+    t = np.diff(ends[max(warmup, 1) - 1 :])
+    startup = min(r["start"] for r in result.of("step")) - result.launched
+    return ComputeEntry.model_validate(
+        {
+            "model": spec.model.name,
+            "batch_per_worker": spec.training.batch_per_worker,
+            "dtype": spec.model.dtype,
+            "micro_batches": micro,
+            "step_time": f"{float(np.mean(t))} s",
+            "p10": f"{float(np.percentile(t, 10))} s",
+            "p90": f"{float(np.percentile(t, 90))} s",
+            "steps": len(t),
+            "startup": f"{startup} s",
+        }
     )
 
 
 def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> ComputeEntry:
     """`processes` single-worker training processes at once, beside `servers` TensorFlow
     server processes that only listen (as a job's parameter servers and coordinator do
-    while its workers compute): their gRPC threads share the cores too."""
+    while its workers compute): their gRPC threads share the cores too. A pipeline's
+    point: `measure_pipeline_stage`."""
+    if spec.strategy.kind == "pipeline":
+        return measure_pipeline_stage(spec)
     base = jobs_for(_single_worker(spec), 1)[0]
     warmup = spec.training.warmup_steps
     # a single plain worker injects nothing: no per-step hiccups, whatever the step count
@@ -497,7 +530,7 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
     if device == "gpu":
         require_gpu()
     compute: list[ComputeEntry] = []
-    seen: set[tuple[str, int, str, int, int]] = set()
+    seen: set[tuple[str, int, str, int, int, int]] = set()
     for spec in specs:
         key = compute_key(spec)
         if key in seen:

@@ -53,6 +53,13 @@ class Job:
     # the coordinator's: each worker's slowdown factor and hiccup (seconds) per step
     slowdowns: list[list[float]] = field(default_factory=list)
     worker_hiccups: list[list[float]] = field(default_factory=list)
+    # -- pipelines (real/pipeline.py): the coordinator's stages, micro-batches, schedule
+    # and layers per stage; a stage's server is pinned to one core (`pin`)
+    stages: int = 1
+    micro_batches: int = 1
+    pipeline_schedule: str = "gpipe"
+    split: list[int] = field(default_factory=list)
+    pin: bool = False
     # -- checkpoints (tf.train.CheckpointManager)
     checkpoint_dir: str | None = None
     checkpoint_every: int | None = None  # steps; None: none

@@ -32,6 +32,10 @@ def serve(job: Job) -> None:
     """A worker or parameter-server task: serve until the launcher ends the process."""
     import tensorflow as tf
 
+    if job.pin and job.device == "cpu":
+        from .pipeline import pin_to_core
+
+        pin_to_core(job.index)  # a pipeline stage: one device, one core
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     # inter_op_parallelism_threads=1 on these servers deadlocks coordinator.join()
     # (docs/tf-notes.md); 2 works

@@ -26,6 +26,7 @@ from scenarios import vocab
 from scenarios.convergence import curve_frame
 from scenarios.errors import NotModelledError, ScenarioError
 from scenarios.loader import Point, Scenario
+from scenarios.pipeline import replicas, stage_layers
 from scenarios.schedule import schedule_of
 from scenarios.spec import ScenarioSpec
 
@@ -57,7 +58,7 @@ def check_supported(spec: ScenarioSpec) -> None:
     elif st.kind == "independent":
         pass  # trials: single-worker processes on the slots (real/trials.py)
     elif st.kind == "pipeline":
-        problems.append("strategy.kind: pipeline (simulated only, for now)")
+        problems += pipeline_problems(spec)
     elif not st.sync:
         problems.append("strategy.sync: false (asynchronous all-reduce)")
     elif st.algorithm != "ring":
@@ -147,7 +148,63 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
         workers_ = [common.replace(role="worker", index=i, serve=True) for i in range(n)]
         servers = [common.replace(role="ps", index=j, serve=True) for j in range(st.servers)]
         return [chief, *workers_, *servers]
+    if st.kind == "pipeline":
+        # one copy of the model, its stages driven by the chief (real/pipeline.py); alone,
+        # the whole model on one device in one micro-batch
+        if n == spec.workers:
+            return pipeline_jobs(common, spec, [len(r) for r in stage_layers(spec)])
+        return pipeline_jobs(common, spec, [len(spec.model.layer_table())], micro_batches=1)
     return [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]
+
+
+def pipeline_jobs(
+    common: Job, spec: ScenarioSpec, split: list[int], micro_batches: int | None = None
+) -> list[Job]:
+    """A pipeline's chief and its stages' servers, `split` layers a stage, the strategy's
+    micro-batches unless `micro_batches` says."""
+    st = spec.strategy
+    chief = common.replace(
+        role="chief",
+        workers=1,
+        stages=len(split),
+        micro_batches=st.micro_batches if micro_batches is None else micro_batches,
+        pipeline_schedule=st.schedule,
+        split=split,
+    )
+    stages = [
+        common.replace(role="worker", index=k, serve=True, pin=True) for k in range(len(split))
+    ]
+    return [chief, *stages]
+
+
+def pipeline_problems(spec: ScenarioSpec) -> list[str]:
+    """What of a pipeline run-real cannot run (real/pipeline.py runs one copy of an mlp
+    model, synthetic data, no stragglers, failures or checkpoints)."""
+    st, problems = spec.strategy, []
+    keras = spec.model.keras
+    if keras is None or keras.builder != "mlp":
+        builder = keras.builder if keras is not None else "none"
+        problems.append(f"model.keras.builder: {builder} (run-real pipelines build mlp only)")
+    if replicas(spec) > 1:
+        problems.append(
+            f"cluster: {spec.workers} devices for {st.stages} stages (run-real runs one "
+            "copy of a pipeline)"
+        )
+    if st.tensor > 1:
+        problems.append("strategy.tensor (run-real runs no tensor parallelism)")
+    if spec.training.target is not None or spec.training.data != "synthetic":
+        problems.append("training.target or training.data: digits with a pipeline")
+    if spec.training.batch_per_worker % st.micro_batches:
+        problems.append(
+            f"strategy.micro_batches: {st.micro_batches} does not divide "
+            f"training.batch_per_worker {spec.training.batch_per_worker}"
+        )
+    s = spec.stragglers
+    if s.jitter or s.slow or (s.transient is not None and s.transient.probability > 0):
+        problems.append("stragglers with a pipeline")
+    if spec.failures or spec.checkpoint.every_steps:
+        problems.append("failures or checkpoints with a pipeline")
+    return problems
 
 
 def target_fields(spec: ScenarioSpec) -> dict[str, Any]:

@@ -221,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             from .ps import serve
 
             serve(job)
+        elif job.role == "chief" and job.split:
+            from .pipeline import coordinate
+
+            coordinate(job)
         elif job.role == "chief":
             from .ps import coordinate, coordinate_sync
 

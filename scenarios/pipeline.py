@@ -99,6 +99,22 @@ def in_flight(schedule: str, stages: int, micro_batches: int, stage: int) -> int
     return min(stages - stage, micro_batches)
 
 
+def schedule_of(kind: str, stages: int, micro: int, stage: int) -> list[tuple[str, int]]:
+    """The order of a stage's work in one step: ("F" | "B", micro-batch)."""
+    if kind == "gpipe":
+        return [("F", j) for j in range(micro)] + [("B", j) for j in reversed(range(micro))]
+    warm = min(stages - stage - 1, micro)
+    ops = [("F", j) for j in range(warm)]
+    forward, backward = warm, 0
+    while backward < micro:
+        if forward < micro:
+            ops.append(("F", forward))
+            forward += 1
+        ops.append(("B", backward))
+        backward += 1
+    return ops
+
+
 def bubble_fraction(stages: int, micro_batches: int) -> float:
     """GPipe's (and non-interleaved 1F1B's) idle share of a step with uniform stages and
     free transfers: (p - 1) / (m + p - 1) (Huang et al. 2019)."""

@@ -78,6 +78,9 @@ class ComputeEntry(_Strict):
     dtype: DType = "float32"
     processes: int = Field(default=1, ge=1)  # single-worker processes running at once
     servers: int = Field(default=0, ge=0)  # listening TF server processes beside them
+    # a pipeline stage holding every layer (real/pipeline.py, its process on one core):
+    # the batch in this many micro-batches, their gradients summed; 1 elsewhere
+    micro_batches: int = Field(default=1, ge=1)
     step_time: PositiveSeconds  # mean (what throughput sees; p10/p90 give the spread)
     p10: Seconds | None = None
     p90: Seconds | None = None
@@ -296,7 +299,13 @@ class Profile(_Strict):
         return None
 
     def step_time(
-        self, model: str, batch: int, dtype: str = "float32", processes: int = 1, servers: int = 0
+        self,
+        model: str,
+        batch: int,
+        dtype: str = "float32",
+        processes: int = 1,
+        servers: int = 0,
+        micro_batches: int = 1,
     ) -> float | None:
         """Measured single-worker step time with `processes` such processes on the host.
 
@@ -305,7 +314,10 @@ class Profile(_Strict):
         entries = [
             e
             for e in self.compute
-            if e.model == model and e.batch_per_worker == batch and e.dtype == dtype
+            if e.model == model
+            and e.batch_per_worker == batch
+            and e.dtype == dtype
+            and e.micro_batches == micro_batches
         ]
         # measured beside as many listening servers, if it was; else without any
         beside = [e for e in entries if e.servers == servers]

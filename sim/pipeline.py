@@ -34,27 +34,11 @@ from typing import Any
 import simpy
 
 from scenarios import vocab
-from scenarios.pipeline import replicas, stage_layers
+from scenarios.pipeline import replicas, schedule_of, stage_layers
 
 from .collectives import ALGORITHMS
 from .simulation import Simulation, Span
 from .training import Counter, Events, PerStep, Process, Training, Worker
-
-
-def schedule_of(kind: str, stages: int, micro: int, stage: int) -> list[tuple[str, int]]:
-    """The order of a stage's work in one step: ("F" | "B", micro-batch)."""
-    if kind == "gpipe":
-        return [("F", j) for j in range(micro)] + [("B", j) for j in reversed(range(micro))]
-    warm = min(stages - stage - 1, micro)
-    ops = [("F", j) for j in range(warm)]
-    forward, backward = warm, 0
-    while backward < micro:
-        if forward < micro:
-            ops.append(("F", forward))
-            forward += 1
-        ops.append(("B", backward))
-        backward += 1
-    return ops
 
 
 class PipelineTraining(Training):

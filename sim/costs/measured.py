@@ -89,12 +89,20 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     processes = spec.cluster.devices_per_host
     # parameter servers and the coordinator listen while the workers compute
     servers_beside = server_processes(strategy.kind, strategy.servers)
+    micro = 1
+    if strategy.kind == "pipeline":  # one stage of every layer, alone on its core
+        processes, servers_beside, micro = 1, 0, strategy.micro_batches
     step_s, step_model = None, model.name
     for candidate in (model.name, model.base):
         if candidate is None:
             continue
         step_s = profile.step_time(
-            candidate, batch, dtype, processes=processes, servers=servers_beside
+            candidate,
+            batch,
+            dtype,
+            processes=processes,
+            servers=servers_beside,
+            micro_batches=micro,
         )
         if step_s is not None:
             step_model = candidate

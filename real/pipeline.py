@@ -1,0 +1,223 @@
+"""Pipeline model parallelism for real: one client drives stages on TensorFlow processes.
+
+The job is a chief (the client) and one worker process per stage. Each worker only
+serves (`real/ps.py`'s `serve`), pinned to one core of the host on CPU (a stage is one
+device: unpinned, one process's inter-op threads run micro-batches side by side on every
+core and a one-stage "pipeline" is already parallel). The chief connects to the cluster
+(`tf.config.experimental_connect_to_cluster`), places each stage's Dense layers, their
+momentum and the synthetic batch on its task, and runs the whole step as one
+`tf.function` (docs/tf-notes.md: separate calls from one client run in turn):
+
+    stage k, in the order of the schedule (scenarios.pipeline.schedule_of):
+        F j: the stage's layers on micro-batch j (its input arrives from task k - 1)
+        B j: tf.gradients of the stage's output on micro-batch j, given the gradient
+             that arrives from task k + 1 (the loss's, on the last stage)
+    then each stage's momentum SGD update with the summed micro-batch gradients.
+
+A stage's ops follow its schedule by control dependencies: left to itself, a task's
+executor runs every micro-batch's first layer before any second layer, and the next stage
+waits for the first micro-batch's activations until the first stage is nearly done.
+Activations and their gradients go task to task (gRPC), never through the client.
+
+Each stage reports one step record per step: `start` when its first input arrived,
+`end` when its update was done (`tf.timestamp` on its task; every process shares the host
+clock). The time between includes the stage's bubble: `compute_end` is `end`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from . import protocol
+from .job import Job
+
+
+def pin_to_core(index: int) -> None:
+    """Pin this process to one core of those it may use: stage `index`'s device."""
+    if hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[index % len(cores)]})
+
+
+def dense_layers(keras: dict[str, Any]) -> list[tuple[int, int, bool]]:
+    """The mlp builder's Dense layers, input to output: (inputs, units, relu)."""
+    from scenarios.keras_layers import resolve_spec
+
+    spec = resolve_spec(keras)
+    if spec["builder"] != "mlp":
+        raise ValueError(
+            f"model.keras.builder: {spec['builder']} (run-real pipelines build the mlp "
+            "builder's Dense layers only)"
+        )
+    sizes = [spec["inputs"], *spec["hidden"], spec["classes"]]
+    last = len(sizes) - 2
+    return [(sizes[i], sizes[i + 1], i < last) for i in range(len(sizes) - 1)]
+
+
+def coordinate(job: Job) -> None:
+    """The chief: build the stages on their tasks, run `warmup + steps` steps, report
+    each stage's start and end of every step."""
+    launched = time.time()
+    import numpy as np
+    import tensorflow as tf
+
+    from scenarios.pipeline import schedule_of
+    from scenarios.schedule import Schedule
+
+    stages, micro = job.stages, job.micro_batches
+    # the client's threads carry the function's parts to every task at once
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(max(4, 2 * stages))
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    tf.config.experimental_connect_to_cluster(
+        resolver.cluster_spec(), job_name="chief", task_index=0
+    )
+    kind = "GPU" if job.device == "gpu" else "CPU"
+    devices = [f"/job:worker/replica:0/task:{k}/device:{kind}:0" for k in range(stages)]
+
+    layers = dense_layers(job.keras)
+    if sum(job.split) != len(layers) or len(job.split) != stages:
+        raise ValueError(f"split {job.split}: not {stages} stages of {len(layers)} layers")
+    batch = job.batch_per_worker
+    if batch % micro:
+        raise ValueError(f"batch {batch} does not divide into {micro} micro-batches")
+    rng = np.random.default_rng(job.seed)
+    weights: list[list[tuple[Any, Any, bool]]] = []  # per stage: (kernel, bias, relu)
+    slots: list[list[Any]] = []
+    first = 0
+    for k, count in enumerate(job.split):
+        with tf.device(devices[k]):
+            stage, moments = [], []
+            for fan_in, fan_out, relu in layers[first : first + count]:
+                limit = float(np.sqrt(6.0 / (fan_in + fan_out)))  # Keras' glorot_uniform
+                kernel = tf.Variable(
+                    rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
+                )
+                bias = tf.Variable(np.zeros(fan_out, np.float32))
+                stage.append((kernel, bias, relu))
+                moments += [tf.Variable(tf.zeros_like(kernel)), tf.Variable(tf.zeros_like(bias))]
+            weights.append(stage)
+            slots.append(moments)
+        first += count
+    inputs, classes = layers[0][0], layers[-1][1]
+    with tf.device(devices[0]):  # synthetic data made once, where it is used
+        x_all = tf.Variable(rng.uniform(0, 1, (batch, inputs)).astype(np.float32))
+    with tf.device(devices[-1]):
+        y_all = tf.Variable(rng.integers(0, classes, batch).astype(np.int32))
+    rates = None
+    if job.schedule is not None:
+        milestones = tuple(job.schedule.get("milestones", ()))
+        rates = Schedule(**{**job.schedule, "milestones": milestones})
+
+    def forward(k: int, x: Any) -> Any:
+        for kernel, bias, relu in weights[k]:
+            x = tf.matmul(x, kernel) + bias
+            if relu:
+                x = tf.nn.relu(x)
+        return x
+
+    def variables(k: int) -> list[Any]:
+        return [v for kernel, bias, _ in weights[k] for v in (kernel, bias)]
+
+    orders = [schedule_of(job.pipeline_schedule, stages, micro, k) for k in range(stages)]
+
+    @tf.function
+    def train_step(rate: Any) -> Any:
+        with tf.device(devices[0]):
+            xs = tf.split(x_all.read_value(), micro)
+        with tf.device(devices[-1]):
+            ys = tf.split(y_all.read_value(), micro)
+        given: dict[tuple[int, int], Any] = {}  # what stage k took in for micro-batch j
+        made: dict[tuple[int, int], Any] = {}  # its output (the loss, on the last stage)
+        sent_back: dict[tuple[int, int], Any] = {}  # gradient of its input
+        grads: list[Any] = [None] * stages
+        last: list[Any] = [None] * stages  # a stage's op before the next
+        starts: list[Any] = [None] * stages
+        done = [0] * stages
+        losses = []
+        # emit the stages' ops round-robin, each as soon as its input exists
+        while any(done[k] < len(orders[k]) for k in range(stages)):
+            for k in range(stages):
+                if done[k] == len(orders[k]):
+                    continue
+                op, j = orders[k][done[k]]
+                if op == "F":
+                    incoming = xs[j] if k == 0 else made.get((k - 1, j))
+                    ready = incoming is not None
+                elif k == stages - 1:  # the loss's own gradient starts the backward
+                    incoming, ready = None, (k, j) in made
+                else:
+                    incoming = sent_back.get((k + 1, j))
+                    ready = incoming is not None
+                if not ready:
+                    continue
+                with tf.device(devices[k]):
+                    after = [last[k]] if last[k] is not None else []
+                    if starts[k] is None:
+                        with tf.control_dependencies([incoming]):
+                            starts[k] = tf.timestamp()
+                        after.append(starts[k])
+                    if op == "F":
+                        with tf.control_dependencies(after):
+                            given[k, j] = tf.identity(incoming)
+                        out = forward(k, given[k, j])
+                        if k == stages - 1:
+                            per_sample = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                                labels=ys[j], logits=out
+                            )
+                            out = tf.reduce_sum(per_sample) / batch
+                            losses.append(out)
+                        made[k, j] = out
+                        last[k] = out
+                    else:
+                        if incoming is None:
+                            with tf.control_dependencies(after):
+                                ys_of = tf.identity(made[k, j])
+                            found = tf.gradients(ys_of, [given[k, j], *variables(k)])
+                        else:
+                            with tf.control_dependencies(after):
+                                upstream = tf.identity(incoming)
+                            found = tf.gradients(
+                                made[k, j], [given[k, j], *variables(k)], grad_ys=upstream
+                            )
+                        sent_back[k, j] = found[0]
+                        part = found[1:]
+                        grads[k] = part if grads[k] is None else [
+                            a + b for a, b in zip(grads[k], part, strict=True)
+                        ]
+                        with tf.control_dependencies(part):
+                            last[k] = tf.identity(found[0])
+                done[k] += 1
+        ends = [None] * stages
+        for k in reversed(range(stages)):  # the last stage finishes first
+            with tf.device(devices[k]):
+                updates = []
+                for var, slot, grad in zip(variables(k), slots[k], grads[k], strict=True):
+                    velocity = slot.assign(0.9 * slot - rate * grad)  # Keras SGD momentum
+                    updates.append(var.assign_add(velocity))
+                with tf.control_dependencies(updates):
+                    ends[k] = tf.timestamp()
+        return tf.stack(starts), tf.stack(ends), tf.add_n(losses)
+
+    params = sum(int(np.prod(v.shape)) for k in range(stages) for v in variables(k))
+    protocol.ready(0, launched, params)
+    total = job.warmup_steps + job.steps
+    for step in range(total):
+        rate = job.learning_rate if rates is None else rates.rate(step)
+        starts, ends, loss = train_step(tf.constant(rate, tf.float32))
+        starts, ends, loss = starts.numpy(), ends.numpy(), float(loss)
+        for k in range(stages):
+            protocol.emit(
+                {
+                    "event": "step",
+                    "worker": k,
+                    "step": step,
+                    "start": float(starts[k]),
+                    "compute_end": float(ends[k]),
+                    "end": float(ends[k]),
+                    "loss": loss,
+                }
+            )
+    protocol.emit({"event": "done", "worker": 0, "time": time.time()})
