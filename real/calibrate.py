@@ -585,6 +585,8 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
 
 def describe_compute(entry: ComputeEntry) -> str:
     beside = f" beside {entry.servers} server(s)" if entry.servers else ""
+    if entry.micro_batches > 1:
+        beside += f", a pipeline stage of every layer in {entry.micro_batches} micro-batches"
     return (
         f"compute: {entry.model} batch {entry.batch_per_worker}, {entry.processes} "
         f"process(es) at once{beside}: {entry.step_time * 1e3:.2f} ms per step "

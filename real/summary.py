@@ -69,7 +69,6 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
     steps = min(steps, ran - warmup)
     if asynchronous:  # a step is one update (one worker's batch), in order of completion
         ends = np.sort(np.array([r["end"] for r in records]))[: warmup + steps]
-        samples = spec.training.batch_per_worker * steps
     else:  # a step ends when its last worker's update ends
         ends = np.full(warmup + steps, -np.inf)
         for r in records:
@@ -78,8 +77,9 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
         for step, r in rounds.items():
             if step < len(ends):
                 ends[step] = r["end"]
-        # what reached the model: each round applies workers - backup_workers gradients
-        samples = (n - spec.strategy.backup_workers) * spec.training.batch_per_worker * steps
+    # what reached the model: one worker's batch an asynchronous update; each round
+    # applies workers - backup_workers gradients; a pipeline step, a batch per copy
+    samples = spec.samples_per_step * steps
     begin = ends[warmup - 1] if warmup else t0
     measured = ends[warmup:]
     finish = float(measured[-1])

@@ -388,6 +388,7 @@ def dump_profile(profile: Profile) -> str:
                 "dtype": e.dtype,
                 "processes": e.processes,
                 "servers": e.servers,
+                **({"micro_batches": e.micro_batches} if e.micro_batches > 1 else {}),
                 "step_time": seconds(e.step_time),
                 **({"p10": seconds(e.p10)} if e.p10 is not None else {}),
                 **({"p90": seconds(e.p90)} if e.p90 is not None else {}),

@@ -101,12 +101,14 @@ def schedule(
 def schedule_of(spec: ScenarioSpec, workers: int | None = None) -> Schedule:
     """The schedule of a point (with `workers` workers in place of its own): the rate
     scales with the workers a synchronous update averages (asynchronous: one worker's
-    gradient each); an update applies the gradients backup workers leave; the last update
+    gradient each; a pipeline: its copies' batches); an update applies the gradients backup workers leave; the last update
     is the job's last step, warm-up steps included."""
     training, st = spec.training, spec.strategy
     n = spec.workers if workers is None else workers
     asynchronous = st.kind == "parameter_server" and not st.sync
     averaged = 1 if asynchronous or st.kind == "independent" else n
+    if st.kind == "pipeline":  # an update averages one batch per copy of the model
+        averaged = max(1, n // (st.stages * st.tensor))
     kept = averaged - (min(st.backup_workers, n - 1) if st.kind == "parameter_server" else 0)
     lr = training.learning_rate
     return schedule(

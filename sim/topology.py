@@ -126,6 +126,7 @@ class Topology:
             capacity += [loopback] * all_hosts
         # a worker's compute: one core at most, in the loopback's unit (bytes a core moves)
         self._core: int | None = None
+        self._pinned = links.pinned
         if links.core is not None and loopback is not None:
             self._core = len(capacity)
             capacity += [links.core] * n
@@ -178,10 +179,12 @@ class Topology:
     def compute_route(self, worker: int) -> Route | None:
         """What a worker's compute crosses where it shares its host's cores with the
         transfers: one core of its own (it computes on one at most) and the host's
-        loopback (the cores every transfer inside the host shares); None elsewhere."""
+        loopback (the cores every transfer inside the host shares); None elsewhere. Pinned
+        processes (`Links.pinned`) share their core with those pinned to the same one."""
         if self._core is None or self._loopback is None:
             return None
-        links = [self._core + worker, self._loopback + int(self.host_of[worker])]
+        core = worker if self._pinned is None else worker % self._pinned
+        links = [self._core + core, self._loopback + int(self.host_of[worker])]
         return self._padded(links, 0.0, False)
 
     def _route(self, src: int, dst: int) -> Route:

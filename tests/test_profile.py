@@ -60,8 +60,9 @@ def test_dump_and_load_round_trip(tmp_path: Path) -> None:
                     "p10": f"{t * 0.9} ms",
                     "p90": f"{t * 1.2} ms",
                     "steps": 50,
+                    "micro_batches": m,
                 }
-                for p, t in ((1, 6.4), (2, 7.25))
+                for p, t, m in ((1, 6.4, 1), (2, 7.25, 1), (1, 9.0, 4))
             ],
             "transfer": {
                 "latency": "1.9 ms",
@@ -93,6 +94,7 @@ def test_dump_and_load_round_trip(tmp_path: Path) -> None:
     assert again.machine == profile.machine
     assert again.compute[1].step_time == pytest.approx(7.25e-3, rel=1e-9)
     assert again.compute[0].p90 == pytest.approx(6.4e-3 * 1.2, rel=1e-5)
+    assert [e.micro_batches for e in again.compute] == [1, 1, 4]
     assert again.transfer is not None
     assert again.transfer.latency == pytest.approx(1.9e-3, rel=1e-9)
     assert again.transfer.bandwidth == pytest.approx(1.6e8, rel=1e-9)
@@ -122,6 +124,22 @@ def test_step_time_extrapolates_by_sharing_cores() -> None:
     assert profile.step_time("m", 16) is None
     assert profile.step_time("m", 8, dtype="float16") is None
     assert profile.step_time("x", 8) is None
+
+
+def test_step_time_of_a_pipeline_stage_by_micro_batches() -> None:
+    # a pipeline stage's entries serve only points with as many micro-batches
+    profile = Profile(
+        machine=Machine(cpus=2),
+        compute=[
+            ComputeEntry.model_validate(
+                {"model": "m", "batch_per_worker": 8, "micro_batches": k, "step_time": t}
+            )
+            for k, t in ((1, "10 ms"), (4, "14 ms"))
+        ],
+    )
+    assert profile.step_time("m", 8) == 0.010
+    assert profile.step_time("m", 8, micro_batches=4) == 0.014
+    assert profile.step_time("m", 8, micro_batches=2) is None
 
 
 def test_step_time_beside_servers() -> None:

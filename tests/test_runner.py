@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from real.runner import bytes_per_pack, check_supported
+from real.runner import bytes_per_pack, check_supported, jobs_for
 from scenarios import loads
 from scenarios.errors import NotModelledError
 
@@ -47,9 +47,40 @@ def test_fusion_buffer_becomes_bytes_per_pack() -> None:
     assert bytes_per_pack(spec_of("{kind: parameter_server}")) == 0
 
 
-def test_a_pipeline_is_refused_in_one_line() -> None:
+def test_a_pipeline_is_a_chief_and_a_pinned_server_per_stage() -> None:
+    # the mlp's three layers (hidden1, hidden2, logits) over two stages, balanced by
+    # FLOPs (131,072, 2,097,152 and 20,480 forward): the slowest stage is least with
+    # hidden1 alone first (2,117,632 FLOPs after it, against 2,228,224 before logits)
+    spec = spec_of("{kind: pipeline, stages: 2, micro_batches: 4, schedule: 1f1b}")
+    check_supported(spec)
+    chief, *stages = jobs_for(spec)
+    assert chief.role == "chief" and not chief.serve
+    assert (chief.stages, chief.micro_batches, chief.pipeline_schedule) == (2, 4, "1f1b")
+    assert chief.split == [1, 2]
+    assert [(j.role, j.index, j.serve, j.pin) for j in stages] == [
+        ("worker", 0, True, True),
+        ("worker", 1, True, True),
+    ]
+    # alone (the baseline): every layer on one stage, the batch in one micro-batch
+    alone, server = jobs_for(spec, 1)
+    assert (alone.split, alone.micro_batches, server.pin) == ([3], 1, True)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "field"),
+    [
+        ("{kind: pipeline, stages: 1}", "cluster: 2 devices for 1 stages"),
+        ("{kind: pipeline, stages: 2, micro_batches: 2, split: [2, 1]}", None),
+    ],
+)
+def test_what_a_real_pipeline_cannot_run_is_refused_in_one_line(
+    strategy: str, field: str | None
+) -> None:
+    if field is None:  # one copy of the pipeline: runs
+        check_supported(spec_of(strategy))
+        return
     with pytest.raises(NotModelledError) as info:
-        check_supported(spec_of("{kind: pipeline, stages: 2}"))
+        check_supported(spec_of(strategy))
     message = str(info.value)
-    assert message.startswith("strategy.kind: pipeline (simulated only")
-    assert "\n" not in message
+    assert message.startswith(field) and "\n" not in message
+    assert message.endswith("not implemented yet by run-real")

@@ -53,6 +53,10 @@ class Links:
     memory: float | None = None
     # bytes/s of a host CPU's one port to its devices, each way (PCIe); None: the fabric's
     cpu_bandwidth: float | None = None
+    # with `core`: the processes are pinned one a core over this many cores (a pipeline's
+    # stages, real/pipeline.py), device d computing on core d mod pinned; None: each on
+    # a core of its own
+    pinned: int | None = None
 
     @classmethod
     def of(cls, cluster: ClusterSpec, memory: float | None = None) -> Links:
@@ -147,6 +151,7 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
             duplex=cal.duplex,
             core=cal.core_rate if compute_rate is not None else None,
             one_machine=cal.one_machine,
+            pinned=cal.cpus if spec.strategy.kind == "pipeline" else None,
         )
     coordinator = cal.coordinator or (0.0, 0.0)
     servers = ServerCosts(

@@ -1,0 +1,115 @@
+"""run-real pipelines (real/pipeline.py) against a NumPy model of the same training.
+
+GPipe's micro-batches change when each part of the gradient is computed, never what it
+sums to: a pipeline step is full-batch SGD. So the losses a 2-stage pipeline reports,
+step after step, are the losses of the same MLP trained on the whole batch by momentum
+SGD written out in NumPy (its forward, its softmax cross-entropy and their gradients by
+hand), from the weights and data `real/pipeline.py` makes from the seed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from processes import run_real, tagged  # noqa: E402
+
+from scenarios import vocab  # noqa: E402
+
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("own")]
+
+INPUTS, HIDDEN, CLASSES, BATCH, RATE, STEPS, SEED = 16, [32, 24], 4, 8, 0.1, 4, 5
+
+SCENARIO = f"""
+version: 1
+name: real-pipeline-test
+seed: {SEED}
+model: {{name: tiny-mlp, keras: {{builder: mlp, inputs: {INPUTS}, hidden: {HIDDEN},
+        classes: {CLASSES}}}}}
+cluster: {{hosts: 1, devices_per_host: 2, device: cpu, host_link: loopback}}
+training: {{batch_per_worker: {BATCH}, steps: {STEPS}, warmup_steps: 0,
+           learning_rate: {{base: {RATE}}}}}
+strategy: {{kind: pipeline, stages: 2, micro_batches: 4, schedule: SCHEDULE}}
+real: {{timeout: 3 min, baseline: false}}
+"""
+
+
+def numpy_losses(steps: int) -> list[float]:
+    """The loss before each step of full-batch momentum SGD (Keras' SGD: v = 0.9 v - lr g,
+    w += v) on the MLP, from real/pipeline.py's initial weights and synthetic batch: per
+    layer in order a Glorot-uniform kernel and a zero bias, then the inputs and labels,
+    all drawn from one numpy Generator seeded with the scenario's seed."""
+    rng = np.random.default_rng(SEED)
+    sizes = [INPUTS, *HIDDEN, CLASSES]
+    params = []
+    for fan_in, fan_out in zip(sizes, sizes[1:], strict=False):
+        limit = np.sqrt(6.0 / (fan_in + fan_out))
+        kernel = rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
+        params += [kernel.astype(np.float64), np.zeros(fan_out)]
+    x = rng.uniform(0, 1, (BATCH, INPUTS)).astype(np.float32).astype(np.float64)
+    y = rng.integers(0, CLASSES, BATCH)
+    velocity = [np.zeros_like(p) for p in params]
+    losses = []
+    for _ in range(steps):
+        acts = [x]
+        for i in range(0, len(params), 2):
+            z = acts[-1] @ params[i] + params[i + 1]
+            acts.append(np.maximum(z, 0) if i + 2 < len(params) else z)
+        logits = acts[-1]
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        prob = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+        losses.append(float(-np.log(prob[np.arange(BATCH), y]).mean()))
+        grad = prob.copy()
+        grad[np.arange(BATCH), y] -= 1
+        grad /= BATCH
+        grads = [None] * len(params)
+        for i in reversed(range(0, len(params), 2)):
+            grads[i], grads[i + 1] = acts[i // 2].T @ grad, grad.sum(axis=0)
+            grad = grad @ params[i].T
+            if i > 0:
+                grad = grad * (acts[i // 2] > 0)
+        for p, v, g in zip(params, velocity, grads, strict=True):
+            v *= 0.9
+            v -= RATE * g
+            p += v
+    return losses
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_pipeline_trains_as_full_batch_sgd(schedule: str, tmp_path: Path, own: str) -> None:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(SCENARIO.replace("SCHEDULE", schedule))
+    out = tmp_path / "out"
+    proc = run_real(str(path), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    assert sorted(steps["worker"].unique()) == [0, 1]  # one record per stage and step
+    assert len(steps) == 2 * STEPS
+    reported = steps[steps["worker"] == 0].sort_values("step")["loss"].to_numpy()
+    np.testing.assert_allclose(reported, numpy_losses(STEPS), rtol=2e-4)
+    assert reported[-1] < reported[0]
+    # the second stage starts once the first micro-batch has come through the first,
+    # and ends first (its backward ends the step on the first stage)
+    for _, step in steps.groupby("step"):
+        first, second = (step[step["worker"] == k].iloc[0] for k in (0, 1))
+        assert second["start_s"] > first["start_s"]
+        assert second["end_s"] <= first["end_s"]
+    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+    assert row["strategy"] == "pipeline" and row["workers"] == 2
+    assert row["samples_trained"] == BATCH * STEPS
+    assert not tagged(own)
+
+
+def test_pipeline_replicas_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(SCENARIO.replace("SCHEDULE", "gpipe"))
+    out = tmp_path / "never"
+    proc = run_real(str(path), "--out", str(out), "--set", "cluster.devices_per_host=4")
+    assert proc.returncode == 2
+    assert "cluster: 4 devices for 2 stages" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
