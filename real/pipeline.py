@@ -184,9 +184,11 @@ def coordinate(job: Job) -> None:
                             )
                         sent_back[k, j] = found[0]
                         part = found[1:]
-                        grads[k] = part if grads[k] is None else [
-                            a + b for a, b in zip(grads[k], part, strict=True)
-                        ]
+                        grads[k] = (
+                            part
+                            if grads[k] is None
+                            else [a + b for a, b in zip(grads[k], part, strict=True)]
+                        )
                         with tf.control_dependencies(part):
                             last[k] = tf.identity(found[0])
                 done[k] += 1

@@ -100,9 +100,9 @@ class ConvergenceSpec(Strict):
         """The metric after `e` small-batch samples of progress."""
         e = np.maximum(np.asarray(e, dtype=float), 0.0)
         k = self.shape
-        return self.final + (self.initial - self.final) * (
-            1.0 + (e / self.scale_samples) ** k
-        ) ** (-self.exponent / k)
+        return self.final + (self.initial - self.final) * (1.0 + (e / self.scale_samples) ** k) ** (
+            -self.exponent / k
+        )
 
     def progress_for(self, metric: float) -> float:
         """The small-batch samples at which the curve reaches `metric` (inf if never)."""

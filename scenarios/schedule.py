@@ -101,8 +101,9 @@ def schedule(
 def schedule_of(spec: ScenarioSpec, workers: int | None = None) -> Schedule:
     """The schedule of a point (with `workers` workers in place of its own): the rate
     scales with the workers a synchronous update averages (asynchronous: one worker's
-    gradient each; a pipeline: its copies' batches); an update applies the gradients backup workers leave; the last update
-    is the job's last step, warm-up steps included."""
+    gradient each; a pipeline: its copies' batches); an update applies the gradients
+    backup workers leave; the last update is the job's last step, warm-up steps
+    included."""
     training, st = spec.training, spec.strategy
     n = spec.workers if workers is None else workers
     asynchronous = st.kind == "parameter_server" and not st.sync

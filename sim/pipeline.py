@@ -66,8 +66,7 @@ class PipelineTraining(Training):
         layers = spec.model.layers or ()
         batch = spec.training.batch_per_worker / self.micro
         self.boundary_bytes = [
-            (layers[c.stop - 1].activations or 0.0) * batch * size if layers else 0.0
-            for c in cuts
+            (layers[c.stop - 1].activations or 0.0) * batch * size if layers else 0.0 for c in cuts
         ]
         self.exchange_bytes = [
             sum(layers[i].tensor_exchange or 0.0 for i in c) * batch * size
@@ -187,9 +186,7 @@ class PipelineTraining(Training):
             # a share's gradients, all-reduced among the replicas of that stage and share
             ranks = [self.device(r, stage, share) for r in range(self.replicas)]
             key = (step, "replicas", stage, share)
-            worker.spans = yield from self._together(
-                worker, key, ranks, self.gradient_bytes[stage]
-            )
+            worker.spans = yield from self._together(worker, key, ranks, self.gradient_bytes[stage])
         done = self.finished(step)
         done.arrive(worker.index)
         yield done.event
