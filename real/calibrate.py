@@ -59,7 +59,7 @@ from scenarios.spec import ScenarioSpec, StrategySpec
 from .job import Job
 from .launcher import Launcher
 from .pool import Measured
-from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, pipeline_jobs, require_gpu
+from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, require_gpu
 
 #: message sizes probed (bytes): 1 KiB to 32 MiB, roughly x8 apart
 SIZES = (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 21, 1 << 23, 1 << 25)
@@ -134,39 +134,15 @@ def compute_key(spec: ScenarioSpec) -> tuple[str, int, str, int, int, int]:
     )
 
 
-def measure_pipeline_stage(spec: ScenarioSpec) -> ComputeEntry:
-    """One pipeline stage holding every layer, its process on one core, the batch in the
-    point's micro-batches (their gradients summed): what the simulator cuts into stages."""
-    micro = spec.strategy.micro_batches
-    common = jobs_for(spec, 1)[0].replace(steps=COMPUTE_STEPS)
-    jobs = pipeline_jobs(common, spec, [len(spec.model.layer_table())], micro_batches=micro)
-    result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
-    warmup = spec.training.warmup_steps
-    ends = sorted(r["end"] for r in result.of("step"))
-    t = np.diff(ends[max(warmup, 1) - 1 :])
-    startup = min(r["start"] for r in result.of("step")) - result.launched
-    return ComputeEntry.model_validate(
-        {
-            "model": spec.model.name,
-            "batch_per_worker": spec.training.batch_per_worker,
-            "dtype": spec.model.dtype,
-            "micro_batches": micro,
-            "step_time": f"{float(np.mean(t))} s",
-            "p10": f"{float(np.percentile(t, 10))} s",
-            "p90": f"{float(np.percentile(t, 90))} s",
-            "steps": len(t),
-            "startup": f"{startup} s",
-        }
-    )
-
-
 def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> ComputeEntry:
     """`processes` single-worker training processes at once, beside `servers` TensorFlow
     server processes that only listen (as a job's parameter servers and coordinator do
     while its workers compute): their gRPC threads share the cores too. A pipeline's
     point: `measure_pipeline_stage`."""
     if spec.strategy.kind == "pipeline":
-        return measure_pipeline_stage(spec)
+        from .pipeline import measure_stage
+
+        return measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S)
     base = jobs_for(_single_worker(spec), 1)[0]
     warmup = spec.training.warmup_steps
     # a single plain worker injects nothing: no per-step hiccups, whatever the step count
@@ -257,20 +233,23 @@ def messages_of(records: Iterable[dict[str, Any]]) -> Messages:
     )
 
 
-def measure_allreduce(workers: int, device: str = "cpu") -> CollectiveFit:
-    jobs = [
-        Job(
-            index=i,
-            workers=workers,
-            probe="allreduce",
-            sizes=list(SIZES),
-            repeats=REPEATS,
-            warmup=WARMUP,
-            device=device,
-            collective_timeout_s=COLLECTIVE_TIMEOUT_S,
-        )
-        for i in range(workers)
-    ]
+def measure_allreduce(workers: int, device: str = "cpu", in_graph: bool = False) -> CollectiveFit:
+    """The all-reduce among `workers` processes, or (`in_graph`) among as many devices of
+    one process."""
+    common = Job(
+        index=0,
+        workers=workers,
+        probe="allreduce",
+        sizes=list(SIZES),
+        repeats=REPEATS,
+        warmup=WARMUP,
+        device=device,
+        collective_timeout_s=COLLECTIVE_TIMEOUT_S,
+    )
+    if in_graph:
+        jobs = [common.replace(workers=1, local_devices=workers)]
+    else:
+        jobs = [common.replace(index=i) for i in range(workers)]
     result = Launcher(jobs, TIMEOUT_S, device).run()
     return CollectiveFit.model_validate(
         {"workers": workers, **_fit(_probe_samples(result, ("allreduce",)))}
@@ -461,6 +440,9 @@ def probes_of(spec: ScenarioSpec) -> list[Probe]:
     many processes as the point's too (reported, not used); under parameter servers, the
     coordinator and the model's update and closures on the point's servers."""
     probes: list[Probe] = [("transfer",)]
+    st = spec.strategy
+    if st.kind == "allreduce" and st.replication == "in_graph" and spec.workers > 1:
+        return [*probes, ("in_graph", spec.cluster.devices_per_host)]
     if spec.strategy.kind == "allreduce" and spec.workers > 1:
         probes += [("allreduce", n) for n in sorted({2, spec.workers})]
     if spec.strategy.kind == "parameter_server":
@@ -496,6 +478,11 @@ def measure_probe(probe: Probe, spec: ScenarioSpec, into: Measured) -> str:
         fit = measure_allreduce(n, device)
         into.allreduce.append(fit)
         return _describe(f"all-reduce, {n} processes (algbw; busbw x {2 * (n - 1) / n:.2f})", fit)
+    if probe[0] == "in_graph":
+        n = probe[1]
+        fit = measure_allreduce(n, device, in_graph=True)
+        into.in_graph.append(fit)
+        return _describe(f"all-reduce among {n} devices of one process (in graph)", fit)
     if probe[0] == "coordinator":
         c = measure_coordinator(device)
         into.coordinator.append(c)
@@ -578,6 +565,7 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         exchange=measured.exchange[0],
         messages=measured.messages[0],
         allreduce=measured.allreduce,
+        in_graph=measured.in_graph,
         coordinator=measured.coordinator[0] if measured.coordinator else None,
         updates=measured.updates,
     )

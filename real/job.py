@@ -53,6 +53,9 @@ class Job:
     # the coordinator's: each worker's slowdown factor and hiccup (seconds) per step
     slowdowns: list[list[float]] = field(default_factory=list)
     worker_hiccups: list[list[float]] = field(default_factory=list)
+    # -- in-graph replication: the devices this process drives with MirroredStrategy
+    # (logical CPUs split from the host's, or the visible GPUs); 1: itself alone
+    local_devices: int = 1
     # -- pipelines (real/pipeline.py): the coordinator's stages, micro-batches, schedule
     # and layers per stage; a stage's server is pinned to one core (`pin`)
     stages: int = 1

@@ -98,7 +98,10 @@ def process_env(jobs: list[Job], index: int, addresses: list[str], device: str) 
     job = jobs[index]
     if len(jobs) > 1 and not job.standalone:
         env["TF_CONFIG"] = tf_config(jobs, addresses, index)
-    if device == "gpu" and job.role == "worker":
+    if device == "gpu" and job.role == "worker" and job.local_devices > 1:
+        # in graph: the process drives every GPU of the host
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(job.local_devices))
+    elif device == "gpu" and job.role == "worker":
         env["CUDA_VISIBLE_DEVICES"] = str(job.index)  # one GPU per worker
     else:
         env["CUDA_VISIBLE_DEVICES"] = ""  # never touch a GPU on a CPU run

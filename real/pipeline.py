@@ -28,10 +28,14 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import protocol
 from .job import Job
+
+if TYPE_CHECKING:
+    from scenarios.profile import ComputeEntry
+    from scenarios.spec import ScenarioSpec
 
 
 def pin_to_core(index: int) -> None:
@@ -223,3 +227,37 @@ def coordinate(job: Job) -> None:
                 }
             )
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
+
+
+def measure_stage(spec: ScenarioSpec, steps: int, timeout_s: float) -> ComputeEntry:
+    """One pipeline stage holding every layer, its process on one core, the batch in the
+    point's micro-batches (their gradients summed), `steps` measured steps: what the
+    simulator cuts into stages (`run-real --calibrate`, real/calibrate.py)."""
+    import numpy as np
+
+    from scenarios.profile import ComputeEntry
+
+    from .launcher import Launcher
+    from .runner import jobs_for, pipeline_jobs
+
+    micro = spec.strategy.micro_batches
+    common = jobs_for(spec, 1)[0].replace(steps=steps)
+    jobs = pipeline_jobs(common, spec, [len(spec.model.layer_table())], micro_batches=micro)
+    result = Launcher(jobs, timeout_s, spec.real.device).run()
+    warmup = spec.training.warmup_steps
+    ends = sorted(r["end"] for r in result.of("step"))
+    t = np.diff(ends[max(warmup, 1) - 1 :])
+    startup = min(r["start"] for r in result.of("step")) - result.launched
+    return ComputeEntry.model_validate(
+        {
+            "model": spec.model.name,
+            "batch_per_worker": spec.training.batch_per_worker,
+            "dtype": spec.model.dtype,
+            "micro_batches": micro,
+            "step_time": f"{float(np.mean(t))} s",
+            "p10": f"{float(np.percentile(t, 10))} s",
+            "p90": f"{float(np.percentile(t, 90))} s",
+            "steps": len(t),
+            "startup": f"{startup} s",
+        }
+    )

@@ -52,6 +52,7 @@ class Measured:
     exchange: list[Fit] = field(default_factory=list)
     messages: list[Messages] = field(default_factory=list)
     allreduce: list[CollectiveFit] = field(default_factory=list)
+    in_graph: list[CollectiveFit] = field(default_factory=list)
     coordinator: list[Coordinator] = field(default_factory=list)
     updates: list[UpdateEntry] = field(default_factory=list)
 
@@ -74,6 +75,9 @@ def fold(profile: Profile, later: Measured) -> Profile:
             "coordinator": coordinator,
             "allreduce": _by_key(
                 [*profile.allreduce, *later.allreduce], lambda f: f.workers, _pool_collective
+            ),
+            "in_graph": _by_key(
+                [*profile.in_graph, *later.in_graph], lambda f: f.workers, _pool_collective
             ),
             "updates": _by_key(
                 [*profile.updates, *later.updates],

@@ -134,14 +134,20 @@ def transfer(job: Job) -> None:
 def allreduce(job: Job) -> None:
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    comm = tf.distribute.experimental.CommunicationImplementation
-    options = tf.distribute.experimental.CommunicationOptions(
-        implementation=comm.NCCL if job.device == "gpu" else comm.RING,
-        timeout_seconds=job.collective_timeout_s,
-    )
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    if job.local_devices > 1:  # in graph: among one process's devices (MirroredStrategy)
+        from .worker import _configure_threads, _strategy
+
+        _configure_threads(tf, job)
+        strategy = _strategy(tf, job)
+    else:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        comm = tf.distribute.experimental.CommunicationImplementation
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=comm.NCCL if job.device == "gpu" else comm.RING,
+            timeout_seconds=job.collective_timeout_s,
+        )
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     index = job.index
     protocol.emit({"event": "ready", "worker": index, "time": time.time()})
     for nbytes in job.sizes:
@@ -155,7 +161,8 @@ def allreduce(job: Job) -> None:
                 mine = tf.identity(x) * tf.cast(ctx.replica_id_in_sync_group + 1, x.dtype)
                 return tf.reduce_sum(ctx.all_reduce(tf.distribute.ReduceOp.SUM, mine))
 
-            return strategy.run(replica)
+            # one value per device of this process: wait for every one
+            return tf.add_n(strategy.experimental_local_results(strategy.run(replica)))
 
         for _ in range(job.warmup):
             reduce().numpy()

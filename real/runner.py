@@ -61,6 +61,8 @@ def check_supported(spec: ScenarioSpec) -> None:
         problems += pipeline_problems(spec)
     elif not st.sync:
         problems.append("strategy.sync: false (asynchronous all-reduce)")
+    elif st.replication == "in_graph" and in_graph_problems(spec):
+        problems += in_graph_problems(spec)
     elif st.algorithm != "ring":
         problems.append(
             f"strategy.algorithm: {st.algorithm} (TensorFlow's MultiWorkerMirroredStrategy "
@@ -154,6 +156,9 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
         if n == spec.workers:
             return pipeline_jobs(common, spec, [len(r) for r in stage_layers(spec)])
         return pipeline_jobs(common, spec, [len(spec.model.layer_table())], micro_batches=1)
+    if st.kind == "allreduce" and st.replication == "in_graph" and n > 1:
+        # one client driving the host's devices (MirroredStrategy): one process
+        return [common.replace(workers=1, local_devices=n)]
     return [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]
 
 
@@ -199,6 +204,26 @@ def pipeline_problems(spec: ScenarioSpec) -> list[str]:
         problems.append("stragglers with a pipeline")
     if spec.failures or spec.checkpoint.every_steps:
         problems.append("failures or checkpoints with a pipeline")
+    return problems
+
+
+def in_graph_problems(spec: ScenarioSpec) -> list[str]:
+    """What of in-graph replication run-real cannot run: one host's devices, synthetic
+    data, no stragglers (a process's sleep would slow every device), failures or
+    checkpoints."""
+    problems = []
+    if spec.cluster.hosts > 1:
+        problems.append(
+            f"cluster.hosts: {spec.cluster.hosts} with strategy.replication: in_graph "
+            "(run-real drives one host's devices from one client)"
+        )
+    if spec.training.target is not None or spec.training.data != "synthetic":
+        problems.append("training.target or training.data: digits with in-graph replication")
+    s = spec.stragglers
+    if s.jitter or s.slow or (s.transient is not None and s.transient.probability > 0):
+        problems.append("stragglers with in-graph replication")
+    if spec.failures or spec.checkpoint.every_steps:
+        problems.append("failures or checkpoints with in-graph replication")
     return problems
 
 

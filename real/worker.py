@@ -25,11 +25,25 @@ from .job import Job
 
 
 def _configure_threads(tf: Any, job: Job) -> None:
+    """One op at a time on one thread per device: a process per device (between graph)
+    holds one core; in graph, the process's D replicas run side by side through D
+    inter-op threads (fewer risk a hang, docs/tf-notes.md), on D logical CPUs split from
+    the host's before the runtime starts."""
+    devices = job.local_devices
     tf.config.threading.set_intra_op_parallelism_threads(job.intra_op_threads)
-    tf.config.threading.set_inter_op_parallelism_threads(job.inter_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(max(job.inter_op_threads, devices))
+    if devices > 1 and job.device == "cpu":
+        (cpu,) = tf.config.list_physical_devices("CPU")
+        logical = [tf.config.LogicalDeviceConfiguration() for _ in range(devices)]
+        tf.config.set_logical_device_configuration(cpu, logical)
 
 
 def _strategy(tf: Any, job: Job) -> Any:
+    if job.local_devices > 1:  # in graph: one client, every device of the host
+        kind = "GPU" if job.device == "gpu" else "CPU"
+        return tf.distribute.MirroredStrategy(
+            [f"/device:{kind}:{i}" for i in range(job.local_devices)]
+        )
     if job.workers == 1:
         return tf.distribute.get_strategy()  # the default: one device, no collectives
     comm = tf.distribute.experimental.CommunicationImplementation
@@ -122,12 +136,26 @@ def run(job: Job) -> None:
 
     _configure_threads(tf, job)
     strategy = _strategy(tf, job)
-    index, workers = job.index, job.workers
+    index, workers, replicas = job.index, job.workers, job.local_devices
     batch = job.batch_per_worker
-    global_batch = batch * workers
+    global_batch = batch * workers * replicas
     tf.random.set_seed(job.seed * 1000 + index)
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
-    batches = _batches(tf, job, batch, shape, classes)
+    if replicas > 1:  # each replica its own synthetic batch, placed on its device once
+        own = [
+            _batches(tf, job.replace(index=index * replicas + r), batch, shape, classes)
+            for r in range(replicas)
+        ]
+        made = [next(b) for b in own]
+        placed = [
+            strategy.experimental_distribute_values_from_function(
+                lambda ctx, part=part: made[ctx.replica_id_in_sync_group][part]
+            )
+            for part in (0, 1)
+        ]
+        batches: Any = iter(lambda: tuple(placed), None)
+    else:
+        batches = _batches(tf, job, batch, shape, classes)
     from .evaluate import Evaluator
 
     evaluator = Evaluator.of(tf, job, model, shape)
@@ -169,20 +197,22 @@ def run(job: Job) -> None:
         x, y = next(batches)
         loss, computed = train_step(x, y)
         end = time.time()
-        replica_loss = strategy.experimental_local_results(loss)[0]
-        compute_end = float(strategy.experimental_local_results(computed)[0])
-        compute_s = compute_end - began
-        protocol.emit(
-            {
-                "event": "step",
-                "worker": index,
-                "step": step,
-                "start": start,
-                "compute_end": compute_end,
-                "end": end,
-                "loss": float(replica_loss) * workers,  # back from the global-batch average
-            }
-        )
+        losses = strategy.experimental_local_results(loss)
+        ends = [float(c) for c in strategy.experimental_local_results(computed)]
+        compute_s = ends[0] - began
+        for r, (replica_loss, compute_end) in enumerate(zip(losses, ends, strict=True)):
+            protocol.emit(
+                {
+                    "event": "step",
+                    "worker": index * replicas + r,  # in graph: each device a worker
+                    "step": step,
+                    "start": start,
+                    "compute_end": compute_end,
+                    "end": end,
+                    # back from the global-batch average to its own batch's
+                    "loss": float(replica_loss) * workers * replicas,
+                }
+            )
         save(step + 1)
         if evaluator is not None and evaluator.due(step + 1, total) and evaluator(step + 1, index):
             break  # the target is met (every replica decides alike: same weights)

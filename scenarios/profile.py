@@ -17,6 +17,9 @@ machine at hand, never of the multi-worker runs a simulation is about to predict
 - `coordinator`: the round trips of TensorFlow's ClusterCoordinator itself (dispatching a
   closure to a worker and fetching its result; running a function on a server variable),
   which every parameter-server update pays on top of moving its tensors;
+- `in_graph`: the all-reduce among N devices of one process (MirroredStrategy over
+  logical CPUs, or the visible GPUs), fitted the same way: what in-graph replication's
+  gradients cost, never crossing a process;
 - `allreduce`: TensorFlow's ring all-reduce (MultiWorkerMirroredStrategy) between N
   processes at a range of sizes, fitted the same way: algbw and busbw as nccl-tests reports
   them. The simulator predicts collectives from `transfer`; of these fits it takes only
@@ -234,6 +237,8 @@ class Profile(_Strict):
     exchange: Fit | None = None
     messages: Messages | None = None
     allreduce: list[CollectiveFit] = []
+    # the all-reduce among one process's devices (MirroredStrategy, in-graph replication)
+    in_graph: list[CollectiveFit] = []
     coordinator: Coordinator | None = None
     updates: list[UpdateEntry] = []
     restarts: list[RestartEntry] = []
@@ -411,6 +416,8 @@ def dump_profile(profile: Profile) -> str:
             "samples": m.samples,
         }
     document["allreduce"] = [{"workers": f.workers, **fit(f)} for f in profile.allreduce]
+    if profile.in_graph:
+        document["in_graph"] = [{"workers": f.workers, **fit(f)} for f in profile.in_graph]
     if profile.coordinator is not None:
         c = profile.coordinator
         document["coordinator"] = {

@@ -32,6 +32,7 @@ _KINDS_OF_FIELD = {
     "schedule": ("pipeline",),
     "split": ("pipeline",),
     "tensor": ("pipeline",),
+    "replication": ("allreduce",),
 }
 
 
@@ -75,6 +76,9 @@ class StrategySpec(Strict):
     micro_batches: int = Field(default=1, ge=1)
     schedule: Literal["gpipe", "1f1b"] = "gpipe"
     split: Literal["balanced"] | tuple[Annotated[int, Field(ge=1)], ...] = "balanced"
+    # allreduce: one process (client) per device (between_graph), or one per host driving
+    # every device of it (in_graph: TensorFlow's MirroredStrategy)
+    replication: Literal["between_graph", "in_graph"] = "between_graph"
     # pipeline: each stage's layers split over `tensor` devices (Megatron's column and row
     # splits), which all-reduce what the layers exchange (Layer.tensor_exchange)
     tensor: int = Field(default=1, ge=1)

@@ -6,6 +6,9 @@ it ready; the stream reduces the buckets in order, each once all workers have ha
 when its step's last collective ends. Asynchronous (`sync: false`): a worker goes on to
 step t+1 as soon as step t's backward is done, and only waits for the averaged gradients
 of step t - s (s = `staleness`, default 1): it applies gradients at most s steps late.
+In-graph replication (one client driving a host's devices) on the calibrated machine
+reduces each bucket in the measured time of the all-reduce among one process's devices;
+elsewhere it is the same collective over the host's fabric.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ class AllreduceTraining(Training):
         self.buckets = sim.compute.buckets(spec.fusion_buffer, spec.overlap)
         self.algorithm = ALGORITHMS[spec.algorithm]
         self.ranks = list(range(sim.workers))
+        # in graph on the calibrated machine: the measured all-reduce among one process's
+        # devices, which crosses no process (sim/costs/measured.py)
+        cal = sim.costs.calibration
+        self.in_graph = cal.in_graph if cal is not None else None
         self.ready = PerStep(sim.env, sim.workers)
         self.done = Events(sim.env)
         self.spans: dict[int, list[Span]] = {}
@@ -42,7 +49,11 @@ class AllreduceTraining(Training):
                 for bucket in self.buckets:
                     yield self.ready(step, bucket.index).event
                     start = env.now
-                    yield from self.algorithm(net, self.ranks, bucket.nbytes, costs)
+                    if self.in_graph is not None:
+                        fit = self.in_graph
+                        yield env.timeout(fit.latency + bucket.nbytes / fit.bandwidth)
+                    else:
+                        yield from self.algorithm(net, self.ranks, bucket.nbytes, costs)
                     spans.append((vocab.ALLREDUCE, start, env.now))
                 self.ready.drop(step)
                 self.spans[step] = spans

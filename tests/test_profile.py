@@ -511,3 +511,25 @@ def test_pinned_stages_share_their_core(tmp_path: Path, cpus: int, step_s: float
     path = write(tmp_path, profile, PIPELINE)
     row = simulate(path)
     assert row["step_time_mean_s"] == pytest.approx(step_s, rel=1e-9, abs=0)
+
+
+@pytest.mark.parametrize("network", ["analytical", "flow"])
+def test_in_graph_reduces_in_the_measured_in_process_all_reduce(
+    tmp_path: Path, network: str
+) -> None:
+    # one client driving 2 devices: compute as 2 processes at once, then the gradients'
+    # all-reduce among one process's devices, alpha + S / beta of its fit (no ring over
+    # the loopback between processes); without that fit, the between-graph ring
+    profile = PROFILE + (
+        "in_graph:\n"
+        "  - {workers: 2, latency: 0.3 ms, bandwidth: 2 GB/s, r2: 0.99, max_rel_residual: 0.1}\n"
+    )
+    path = write(tmp_path, profile)
+    sets = ("cluster.devices_per_host=2", f"sim.network_model={network}")
+    row = simulate(path, *sets, "strategy.replication=in_graph")
+    assert row["step_time_mean_s"] == pytest.approx(STEP_2 + 0.3e-3 + S / 2e9, rel=1e-9, abs=0)
+    between = simulate(path, *sets)
+    assert between["step_time_mean_s"] > row["step_time_mean_s"]
+    plain = write(tmp_path, PROFILE)
+    alone = simulate(plain, *sets, "strategy.replication=in_graph")
+    assert alone["step_time_mean_s"] == between["step_time_mean_s"]

@@ -1,4 +1,5 @@
-"""run-real pipelines (real/pipeline.py) against a NumPy model of the same training.
+"""run-real pipelines (real/pipeline.py) against a NumPy model of the same training, and
+in-graph replication (one client, MirroredStrategy).
 
 GPipe's micro-batches change when each part of the gradient is computed, never what it
 sums to: a pipeline step is full-batch SGD. So the losses a 2-stage pipeline reports,
@@ -113,3 +114,36 @@ def test_pipeline_replicas_are_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "cluster: 4 devices for 2 stages" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+IN_GRAPH = """
+version: 1
+name: real-in-graph-test
+seed: 2
+model: {name: tiny-mlp, keras: {builder: mlp, inputs: 16, hidden: [32], classes: 4}}
+cluster: {hosts: 1, devices_per_host: 2, device: cpu, host_link: loopback}
+training: {batch_per_worker: 8, steps: 4, warmup_steps: 1, learning_rate: {base: 0.1}}
+strategy: {kind: allreduce, algorithm: ring, overlap: false, replication: in_graph}
+real: {timeout: 3 min, baseline: false}
+"""
+
+
+def test_in_graph_is_one_process_driving_both_devices(tmp_path: Path, own: str) -> None:
+    path = tmp_path / "in-graph.yaml"
+    path.write_text(IN_GRAPH)
+    out = tmp_path / "out"
+    proc = run_real(str(path), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    # a record per device (replica) and step, both from the one client: one start
+    assert sorted(steps["worker"].unique()) == [0, 1] and len(steps) == 2 * 5
+    for _, step in steps.groupby("step"):
+        assert step["start_s"].nunique() == 1 and step["end_s"].nunique() == 1
+    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+    assert row["workers"] == 2 and row["samples_trained"] == 2 * 8 * 4
+    # the replicas' weights stay equal (one all-reduced update): their own batches'
+    # losses differ at first, and both fall
+    first, last = (steps[steps["step"] == s].sort_values("worker")["loss"] for s in (0, 4))
+    assert first.iloc[0] != first.iloc[1]
+    assert (last.to_numpy() < first.to_numpy()).all()
+    assert not tagged(own)

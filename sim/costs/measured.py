@@ -46,6 +46,9 @@ class Calibration:
     core_from: str = ""
     # the workers' compute is CPU work the transfers share the host's cores with
     shared_cores: bool = False
+    # in-graph replication on the calibrated machine: the all-reduce among the devices of
+    # one process (the profile's in_graph fit for the host's devices)
+    in_graph: Fit | None = None
     # processes started to their first step: what relaunching the job costs, and how it
     # was measured ("restart": this job relaunched; "startup": single-worker processes)
     restart_s: float | None = None
@@ -132,6 +135,10 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     servers: dict[str, Any] = {}
     if strategy.kind == "parameter_server":
         servers = _servers(spec, profile, one_machine)
+    in_graph = None
+    if strategy.kind == "allreduce" and strategy.replication == "in_graph" and one_machine:
+        devices = spec.cluster.devices_per_host
+        in_graph = next((f for f in profile.in_graph if f.workers == devices), None)
     return Calibration(
         path=spec.cluster.profile,
         profile=profile,
@@ -150,6 +157,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         shared_cores=one_machine and step_s is not None and spec.sim.network_model == "flow",
         restart_s=restart_s,
         restart_from=restart_from,
+        in_graph=in_graph,
         **servers,
     )
 
