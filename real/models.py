@@ -218,7 +218,7 @@ def rate_schedule(fields: dict[str, Any]) -> Any:
 
     from scenarios.schedule import Schedule
 
-    s = Schedule(**{**fields, "milestones": tuple(fields.get("milestones", ()))})
+    s = Schedule.of(fields)
 
     class Scheduled(keras.optimizers.schedules.LearningRateSchedule):  # type: ignore[misc]
         def __call__(self, step: Any) -> Any:

@@ -110,10 +110,7 @@ def coordinate(job: Job) -> None:
         x_all = tf.Variable(rng.uniform(0, 1, (batch, inputs)).astype(np.float32))
     with tf.device(devices[-1]):
         y_all = tf.Variable(rng.integers(0, classes, batch).astype(np.int32))
-    rates = None
-    if job.schedule is not None:
-        milestones = tuple(job.schedule.get("milestones", ()))
-        rates = Schedule(**{**job.schedule, "milestones": milestones})
+    rates = None if job.schedule is None else Schedule.of(job.schedule)
 
     def forward(k: int, x: Any) -> Any:
         for kernel, bias, relu in weights[k]:

@@ -61,8 +61,8 @@ def check_supported(spec: ScenarioSpec) -> None:
         problems += pipeline_problems(spec)
     elif not st.sync:
         problems.append("strategy.sync: false (asynchronous all-reduce)")
-    elif st.replication == "in_graph" and in_graph_problems(spec):
-        problems += in_graph_problems(spec)
+    elif st.replication == "in_graph" and (found := in_graph_problems(spec)):
+        problems += found
     elif st.algorithm != "ring":
         problems.append(
             f"strategy.algorithm: {st.algorithm} (TensorFlow's MultiWorkerMirroredStrategy "
@@ -197,33 +197,33 @@ def pipeline_problems(spec: ScenarioSpec) -> list[str]:
         )
     if st.tensor > 1:
         problems.append("strategy.tensor (run-real runs no tensor parallelism)")
-    if spec.training.target is not None or spec.training.data != "synthetic":
-        problems.append("training.target or training.data: digits with a pipeline")
-    s = spec.stragglers
-    if s.jitter or s.slow or (s.transient is not None and s.transient.probability > 0):
-        problems.append("stragglers with a pipeline")
-    if spec.failures or spec.checkpoint.every_steps:
-        problems.append("failures or checkpoints with a pipeline")
-    return problems
+    return problems + one_client_problems(spec, "a pipeline")
 
 
 def in_graph_problems(spec: ScenarioSpec) -> list[str]:
-    """What of in-graph replication run-real cannot run: one host's devices, synthetic
-    data, no stragglers (a process's sleep would slow every device), failures or
-    checkpoints."""
+    """What of in-graph replication run-real cannot run: more than one host's devices,
+    and what `one_client_problems` says."""
     problems = []
     if spec.cluster.hosts > 1:
         problems.append(
             f"cluster.hosts: {spec.cluster.hosts} with strategy.replication: in_graph "
             "(run-real drives one host's devices from one client)"
         )
+    return problems + one_client_problems(spec, "in-graph replication")
+
+
+def one_client_problems(spec: ScenarioSpec, what: str) -> list[str]:
+    """What a job whose one client drives several devices (a pipeline, in-graph
+    replication) cannot run: targets and digits data, stragglers (a client's sleep would
+    slow every device), failures and checkpoints."""
+    problems = []
     if spec.training.target is not None or spec.training.data != "synthetic":
-        problems.append("training.target or training.data: digits with in-graph replication")
+        problems.append(f"training.target or training.data: digits with {what}")
     s = spec.stragglers
     if s.jitter or s.slow or (s.transient is not None and s.transient.probability > 0):
-        problems.append("stragglers with in-graph replication")
+        problems.append(f"stragglers with {what}")
     if spec.failures or spec.checkpoint.every_steps:
-        problems.append("failures or checkpoints with in-graph replication")
+        problems.append(f"failures or checkpoints with {what}")
     return problems
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,11 @@ class Schedule:
     milestones: tuple[float, ...] = ()  # step: updates at which the rate is multiplied
     factor: float = 0.1
     total_updates: float = 0.0  # cosine: the last update
+
+    @classmethod
+    def of(cls, fields: dict[str, Any]) -> Schedule:
+        """The schedule from its fields as a job carries them (JSON: milestones a list)."""
+        return cls(**{**fields, "milestones": tuple(fields.get("milestones", ()))})
 
     def rates(self, updates: np.ndarray) -> np.ndarray:
         """The rate at each update count of `updates` (0 is the first update)."""
