@@ -173,25 +173,26 @@ def coordinate(job: Job) -> None:
                         made[k, j] = out
                         last[k] = out
                     else:
-                        if incoming is None:
-                            with tf.control_dependencies(after):
-                                ys_of = tf.identity(made[k, j])
-                            found = tf.gradients(ys_of, [given[k, j], *variables(k)])
-                        else:
-                            with tf.control_dependencies(after):
-                                upstream = tf.identity(incoming)
-                            found = tf.gradients(
-                                made[k, j], [given[k, j], *variables(k)], grad_ys=upstream
+                        # the gradient flowing in waits for the stage's previous op; on
+                        # the last stage the loss's own (a constant, else free to run
+                        # every micro-batch's backward at once as soon as it can)
+                        with tf.control_dependencies(after):
+                            upstream = tf.identity(
+                                tf.ones_like(made[k, j]) if incoming is None else incoming
                             )
-                        sent_back[k, j] = found[0]
-                        part = found[1:]
+                        # the first stage's input needs no gradient
+                        wrt = variables(k) if k == 0 else [given[k, j], *variables(k)]
+                        found = tf.gradients(made[k, j], wrt, grad_ys=upstream)
+                        part = found if k == 0 else found[1:]
+                        if k > 0:
+                            sent_back[k, j] = found[0]
                         grads[k] = (
                             part
                             if grads[k] is None
                             else [a + b for a, b in zip(grads[k], part, strict=True)]
                         )
-                        with tf.control_dependencies(part):
-                            last[k] = tf.identity(found[0])
+                        with tf.control_dependencies(found):
+                            last[k] = tf.identity(upstream)
                 done[k] += 1
         ends = [None] * stages
         for k in reversed(range(stages)):  # the last stage finishes first
