@@ -29,6 +29,7 @@ from scenarios.loader import Point, Scenario
 from scenarios.pipeline import replicas, stage_layers
 from scenarios.schedule import schedule_of
 from scenarios.spec import ScenarioSpec
+from scenarios.strategy import algorithm_column
 
 from .failures import launch_with_failures
 from .job import Job
@@ -383,7 +384,7 @@ def run_point(point: Point, repetition: int = 0) -> RealPoint:
         "scenario": spec.name,
         "model": spec.model.name,
         "strategy": spec.strategy.kind,
-        "algorithm": spec.strategy.algorithm if spec.strategy.kind == "allreduce" else "",
+        "algorithm": algorithm_column(spec.strategy.kind, spec.strategy.algorithm),
         "sync": spec.strategy.sync,
         "workers": spec.workers,
         "servers": spec.strategy.servers if spec.strategy.kind == "parameter_server" else 0,

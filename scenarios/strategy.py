@@ -36,6 +36,12 @@ _KINDS_OF_FIELD = {
 }
 
 
+def algorithm_column(kind: str, algorithm: str) -> str:
+    """The `algorithm` column of a results row: the collective where the kind has one
+    (both backends write it so, and rows pair only when it matches)."""
+    return algorithm if kind in _KINDS_OF_FIELD["algorithm"] else ""
+
+
 class StrategySpec(Strict):
     kind: Literal["allreduce", "parameter_server", "independent", "pipeline"] = "allreduce"
     sync: bool = True

@@ -24,7 +24,7 @@ from scenarios.pipeline import fits_line, memory_summary
 from scenarios.profile import Profile, load_profile
 from scenarios.spec import ScenarioSpec
 from scenarios.stats import combine
-from scenarios.strategy import StrategySpec
+from scenarios.strategy import StrategySpec, algorithm_column
 
 from .convergence import target_columns, target_curve
 from .failures import daly_interval, young_interval
@@ -166,7 +166,7 @@ def _identity(spec: ScenarioSpec) -> dict[str, Any]:
         "scenario": spec.name,
         "model": spec.model.name,
         "strategy": strategy.kind,
-        "algorithm": strategy.algorithm if strategy.kind in ("allreduce", "pipeline") else "",
+        "algorithm": algorithm_column(strategy.kind, strategy.algorithm),
         "sync": strategy.sync,
         "workers": spec.workers,
         "servers": strategy.servers if ps else 0,

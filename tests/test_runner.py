@@ -84,3 +84,17 @@ def test_what_a_real_pipeline_cannot_run_is_refused_in_one_line(
     message = str(info.value)
     assert message.startswith(field) and "\n" not in message
     assert message.endswith("not implemented yet by run-real")
+
+
+def test_both_backends_name_a_pipelines_collective_alike() -> None:
+    # results rows pair only when `algorithm` matches (reports/compare.py): a pipeline's
+    # is its replicas' collective in both backends, a parameter server has none
+    from scenarios.strategy import algorithm_column
+    from sim.runner import _identity
+
+    spec = spec_of("{kind: pipeline, stages: 2, micro_batches: 4}")
+    assert _identity(spec)["algorithm"] == "ring"
+    assert algorithm_column("pipeline", "ring") == "ring"
+    assert algorithm_column("allreduce", "tree") == "tree"
+    assert algorithm_column("parameter_server", "ring") == ""
+    assert algorithm_column("independent", "ring") == ""
