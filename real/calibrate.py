@@ -438,11 +438,14 @@ def probes_of(spec: ScenarioSpec) -> list[Probe]:
     processes: what each moves each way sending as it receives, and what a busy core moves
     (sim/costs/measured.py, "exchange" and "cores"); under all-reduce, the collective on as
     many processes as the point's too (reported, not used); under parameter servers, the
-    coordinator and the model's update and closures on the point's servers."""
+    coordinator and the model's update and closures on the point's servers; a pipeline's
+    stage fed by a stage of its own (its messages' cost)."""
     probes: list[Probe] = [("transfer",)]
     st = spec.strategy
     if st.kind == "allreduce" and st.replication == "in_graph" and spec.workers > 1:
         return [*probes, ("in_graph", spec.cluster.devices_per_host)]
+    if st.kind == "pipeline" and st.stages > 1:
+        return [*probes, ("fed", spec.model.name, spec.training.batch_per_worker, st.micro_batches)]
     if spec.strategy.kind == "allreduce" and spec.workers > 1:
         probes += [("allreduce", n) for n in sorted({2, spec.workers})]
     if spec.strategy.kind == "parameter_server":
@@ -457,6 +460,11 @@ def probes_of(spec: ScenarioSpec) -> list[Probe]:
 def measure_probe(probe: Probe, spec: ScenarioSpec, into: Measured) -> str:
     """Run one probe for `spec`'s point, add what it measured to `into`, and say what."""
     device = spec.real.device
+    if probe[0] == "fed":
+        from .pipeline import measure_stage
+
+        into.compute.append(measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, fed=True))
+        return describe_compute(into.compute[-1])
     if probe[0] == "transfer":
         transfer, exchange, messages = measure_transfer(device)
         into.transfer.append(transfer)
@@ -560,7 +568,7 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
         restarts=restarts,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         machine=_machine(device),
-        compute=compute,
+        compute=[*compute, *measured.compute],
         transfer=measured.transfer[0],
         exchange=measured.exchange[0],
         messages=measured.messages[0],
@@ -575,6 +583,8 @@ def describe_compute(entry: ComputeEntry) -> str:
     beside = f" beside {entry.servers} server(s)" if entry.servers else ""
     if entry.micro_batches > 1:
         beside += f", a pipeline stage of every layer in {entry.micro_batches} micro-batches"
+    if entry.fed:
+        beside += ", fed by a stage of its own"
     return (
         f"compute: {entry.model} batch {entry.batch_per_worker}, {entry.processes} "
         f"process(es) at once{beside}: {entry.step_time * 1e3:.2f} ms per step "

@@ -201,7 +201,7 @@ def coordinate(job: Job) -> None:
                 for var, slot, grad in zip(variables(k), slots[k], grads[k], strict=True):
                     velocity = slot.assign(0.9 * slot - rate * grad)  # Keras SGD momentum
                     updates.append(var.assign_add(velocity))
-                with tf.control_dependencies(updates):
+                with tf.control_dependencies([*updates, last[k]]):  # a stage may hold none
                     ends[k] = tf.timestamp()
         return tf.stack(starts), tf.stack(ends), tf.add_n(losses)
 
@@ -227,10 +227,15 @@ def coordinate(job: Job) -> None:
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
 
 
-def measure_stage(spec: ScenarioSpec, steps: int, timeout_s: float) -> ComputeEntry:
+def measure_stage(
+    spec: ScenarioSpec, steps: int, timeout_s: float, fed: bool = False
+) -> ComputeEntry:
     """One pipeline stage holding every layer, its process on one core, the batch in the
     point's micro-batches (their gradients summed), `steps` measured steps: what the
-    simulator cuts into stages (`run-real --calibrate`, real/calibrate.py)."""
+    simulator cuts into stages (`run-real --calibrate`, real/calibrate.py). `fed`: a
+    stage of no layers before it, on a core of its own, sends it each micro-batch's input
+    and takes back the input's gradient (the stage then computes that gradient too): the
+    measured stage receives and sends one message a micro-batch each way."""
     import numpy as np
 
     from scenarios.profile import ComputeEntry
@@ -240,10 +245,12 @@ def measure_stage(spec: ScenarioSpec, steps: int, timeout_s: float) -> ComputeEn
 
     micro = spec.strategy.micro_batches
     common = jobs_for(spec, 1)[0].replace(steps=steps)
-    jobs = pipeline_jobs(common, spec, [len(spec.model.layer_table())], micro_batches=micro)
+    split = [len(spec.model.layer_table())]
+    jobs = pipeline_jobs(common, spec, [0, *split] if fed else split, micro_batches=micro)
     result = Launcher(jobs, timeout_s, spec.real.device).run()
     warmup = spec.training.warmup_steps
-    ends = sorted(r["end"] for r in result.of("step"))
+    measured = 1 if fed else 0
+    ends = sorted(r["end"] for r in result.of("step") if r["worker"] == measured)
     t = np.diff(ends[max(warmup, 1) - 1 :])
     startup = min(r["start"] for r in result.of("step")) - result.launched
     return ComputeEntry.model_validate(
@@ -252,6 +259,7 @@ def measure_stage(spec: ScenarioSpec, steps: int, timeout_s: float) -> ComputeEn
             "batch_per_worker": spec.training.batch_per_worker,
             "dtype": spec.model.dtype,
             "micro_batches": micro,
+            "fed": fed,
             "step_time": f"{float(np.mean(t))} s",
             "p10": f"{float(np.percentile(t, 10))} s",
             "p90": f"{float(np.percentile(t, 90))} s",

@@ -84,6 +84,9 @@ class ComputeEntry(_Strict):
     # a pipeline stage holding every layer (real/pipeline.py, its process on one core):
     # the batch in this many micro-batches, their gradients summed; 1 elsewhere
     micro_batches: int = Field(default=1, ge=1)
+    # that stage fed by a process of its own, which sends it each micro-batch's input and
+    # takes back the input's gradient: what a stage's messages cost its core
+    fed: bool = False
     step_time: PositiveSeconds  # mean (what throughput sees; p10/p90 give the spread)
     p10: Seconds | None = None
     p90: Seconds | None = None
@@ -311,6 +314,7 @@ class Profile(_Strict):
         processes: int = 1,
         servers: int = 0,
         micro_batches: int = 1,
+        fed: bool = False,
     ) -> float | None:
         """Measured single-worker step time with `processes` such processes on the host.
 
@@ -323,6 +327,7 @@ class Profile(_Strict):
             and e.batch_per_worker == batch
             and e.dtype == dtype
             and e.micro_batches == micro_batches
+            and e.fed == fed
         ]
         # measured beside as many listening servers, if it was; else without any
         beside = [e for e in entries if e.servers == servers]
@@ -394,6 +399,7 @@ def dump_profile(profile: Profile) -> str:
                 "processes": e.processes,
                 "servers": e.servers,
                 **({"micro_batches": e.micro_batches} if e.micro_batches > 1 else {}),
+                **({"fed": True} if e.fed else {}),
                 "step_time": seconds(e.step_time),
                 **({"p10": seconds(e.p10)} if e.p10 is not None else {}),
                 **({"p90": seconds(e.p90)} if e.p90 is not None else {}),

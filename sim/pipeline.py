@@ -24,7 +24,11 @@ device's has. With uniform stages and free transfers, a step takes (M + P - 1) (
 t_b) of which (P - 1) (t_f + t_b) is the bubble.
 
 A stage's forward and backward times are its layers' (`sim/compute.py`) for a
-micro-batch: the layers' per-step times scaled by 1 / (M T).
+micro-batch: the layers' per-step times scaled by 1 / (M T). On a calibrated machine each
+op also holds its stage's core for every message it receives or sends (c, the profile's
+fed stage, `sim/costs/measured.py`): a forward or backward of a middle stage pays 2 c,
+one at either end of the pipeline c; with uniform stages and free transfers a two-stage
+step takes (M + 1) (t_f + t_b + 2 c).
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ class PipelineTraining(Training):
         self.replicas = replicas(spec)
         self.schedule = strategy.schedule
         self.algorithm = ALGORITHMS[strategy.algorithm]
+        # each op receives one message and sends one, but at either end of the pipeline
+        self.message_s = sim.costs.stage_message_s
         compute = sim.compute
         cuts = stage_layers(spec)
         share = self.micro * self.tensor
@@ -164,6 +170,7 @@ class PipelineTraining(Training):
                 self.arrived.forget(key)
             began = env.now
             seconds = self.forward_s[stage] if op == "F" else self.backward_s[stage]
+            seconds += self.message_s * ((stage > 0) + (stage < last))
             yield from sim.busy(worker, seconds, factor)
             phase = vocab.FORWARD if op == "F" else vocab.BACKWARD
             tracer.span(worker.index, phase, began, env.now, step=step)

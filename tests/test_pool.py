@@ -142,6 +142,25 @@ def test_probes_of_a_point() -> None:
     assert probes_of(three.spec) == [("transfer",), ("allreduce", 2), ("allreduce", 3)]
     (one,) = loads(ring.replace("devices_per_host: 2", "devices_per_host: 1")).points
     assert probes_of(one.spec) == [("transfer",)]
+    # a pipeline of several stages: the stage fed by one of its own, at its micro-batches
+    pipe = PS.replace(
+        "{kind: parameter_server, servers: 2, sync: false}",
+        "{kind: pipeline, stages: 2, micro_batches: 4}",
+    )
+    (two,) = loads(pipe).points
+    assert probes_of(two.spec) == [("transfer",), ("fed", "mlp", 8, 4)]
+    # fed entries pool apart from the stage alone
+    alone, fed = (
+        ComputeEntry.model_validate(
+            {"model": "m", "batch_per_worker": 8, "micro_batches": 4, "fed": f, "step_time": t}
+        )
+        for f, t in ((False, "100 ms"), (True, "200 ms"))
+    )
+    folded = fold(
+        profile_with(alone, fed), Measured(compute=[fed.model_copy(update={"step_time": 0.3})])
+    )
+    assert folded.step_time("m", 8, micro_batches=4) == pytest.approx(0.1)
+    assert folded.step_time("m", 8, micro_batches=4, fed=True) == pytest.approx(0.25)
 
 
 def profile_with(*entries: ComputeEntry) -> Profile:

@@ -61,8 +61,9 @@ def test_dump_and_load_round_trip(tmp_path: Path) -> None:
                     "p90": f"{t * 1.2} ms",
                     "steps": 50,
                     "micro_batches": m,
+                    "fed": fed,
                 }
-                for p, t, m in ((1, 6.4, 1), (2, 7.25, 1), (1, 9.0, 4))
+                for p, t, m, fed in ((1, 6.4, 1, False), (2, 7.25, 1, False), (1, 9.0, 4, True))
             ],
             "transfer": {
                 "latency": "1.9 ms",
@@ -95,6 +96,7 @@ def test_dump_and_load_round_trip(tmp_path: Path) -> None:
     assert again.compute[1].step_time == pytest.approx(7.25e-3, rel=1e-9)
     assert again.compute[0].p90 == pytest.approx(6.4e-3 * 1.2, rel=1e-5)
     assert [e.micro_batches for e in again.compute] == [1, 1, 4]
+    assert [e.fed for e in again.compute] == [False, False, True]
     assert again.transfer is not None
     assert again.transfer.latency == pytest.approx(1.9e-3, rel=1e-9)
     assert again.transfer.bandwidth == pytest.approx(1.6e8, rel=1e-9)
@@ -140,6 +142,7 @@ def test_step_time_of_a_pipeline_stage_by_micro_batches() -> None:
     assert profile.step_time("m", 8) == 0.010
     assert profile.step_time("m", 8, micro_batches=4) == 0.014
     assert profile.step_time("m", 8, micro_batches=2) is None
+    assert profile.step_time("m", 8, micro_batches=4, fed=True) is None  # never measured fed
 
 
 def test_step_time_beside_servers() -> None:
@@ -511,6 +514,23 @@ def test_pinned_stages_share_their_core(tmp_path: Path, cpus: int, step_s: float
     path = write(tmp_path, profile, PIPELINE)
     row = simulate(path)
     assert row["step_time_mean_s"] == pytest.approx(step_s, rel=1e-9, abs=0)
+
+
+def test_each_message_holds_its_stages_core(tmp_path: Path) -> None:
+    # the toy's 4 layers of 0.25 GFLOP forward, 0.5 backward: the stage of every layer
+    # alone took 8 ms (no gradient of its input, 2.75 of 3 GFLOP); fed by a stage of its
+    # own it computes that gradient too (8 x 3 / 2.75 ms) and receives and sends one
+    # message per micro-batch each, c = 0.25 ms a message. Two stages on a core each: each
+    # op receives or sends one message, (M + 1) (t_f + t_b + 2 c) = 5 x (1 + 0.5) ms
+    fed_ms = 8 * 3 / 2.75 + 2 * 4 * 0.25
+    profile = PROFILE.replace(
+        "compute:\n",
+        "compute:\n  - {model: toy, batch_per_worker: 8, micro_batches: 4, step_time: 8 ms}\n"
+        f"  - {{model: toy, batch_per_worker: 8, micro_batches: 4, fed: true, "
+        f"step_time: {fed_ms!r} ms}}\n",
+    )
+    row = simulate(write(tmp_path, profile, PIPELINE))
+    assert row["step_time_mean_s"] == pytest.approx(7.5e-3, rel=1e-9, abs=0)
 
 
 @pytest.mark.parametrize("network", ["analytical", "flow"])

@@ -106,6 +106,22 @@ def test_pipeline_trains_as_full_batch_sgd(schedule: str, tmp_path: Path, own: s
     assert not tagged(own)
 
 
+def test_a_stage_fed_by_a_stage_of_no_layers_trains_alike(tmp_path: Path, own: str) -> None:
+    # the calibration's fed stage (real/pipeline.py measure_stage): a first stage of no
+    # layers only sends each micro-batch on and takes its gradient back; the training is
+    # still the whole MLP's, full batch
+    from real.launcher import Launcher
+    from real.runner import jobs_for, pipeline_jobs
+    from scenarios import loads
+
+    spec = loads(SCENARIO.replace("SCHEDULE", "gpipe")).points[0].spec
+    jobs = pipeline_jobs(jobs_for(spec, 1)[0], spec, [0, len(HIDDEN) + 1])
+    result = Launcher(jobs, 120.0, "cpu").run()
+    records = sorted((r for r in result.of("step") if r["worker"] == 1), key=lambda r: r["step"])
+    np.testing.assert_allclose([r["loss"] for r in records], numpy_losses(STEPS), rtol=2e-4)
+    assert not tagged(own)
+
+
 def test_pipeline_replicas_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "pipeline.yaml"
     path.write_text(SCENARIO.replace("SCHEDULE", "gpipe"))

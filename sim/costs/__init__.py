@@ -109,6 +109,8 @@ class CostModel:
     # on the calibrated machine: bytes (in the cores' unit) one second of measured compute
     # is, so that compute and transfers share the host's cores; None elsewhere
     compute_rate: float | None = None
+    # a pipeline stage's core, for each activation or gradient it sends or receives
+    stage_message_s: float = 0.0
     calibration: Calibration | None = None
 
     def summary(self, spec: ScenarioSpec) -> dict[str, Any] | None:
@@ -167,6 +169,7 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
         servers=servers,
         restart_s=cal.restart_s if cal.restart_s is not None else spec.checkpoint.restart_overhead,
         compute_rate=compute_rate,
+        stage_message_s=cal.stage_message_s,
         calibration=cal,
     )
 

@@ -33,6 +33,19 @@ def explain(spec: ScenarioSpec, cal: Calibration) -> tuple[tuple[str, ...], tupl
             f"compute: no entry for model {model.name} batch {batch} {dtype} in {path}; "
             "catalog FLOP model used"
         )
+    st = spec.strategy
+    if st.kind == "pipeline" and st.stages > 1 and cal.step_s is not None:
+        if cal.stage_message_s > 0:
+            used.append(
+                f"pipeline messages: {cal.stage_message_s * 1e3:.3g} ms of a stage's core for "
+                f"each activation or gradient it sends or receives (the stage fed by one of "
+                f"its own, {st.micro_batches} micro-batches)"
+            )
+        else:
+            missing.append(
+                f"pipeline messages: no fed stage at {st.micro_batches} micro-batches in "
+                f"{path} (or it measured no cost); the stages' messages cost their cores nothing"
+            )
     transfer = cal.transfer
     if transfer is None:
         missing.append(

@@ -46,6 +46,9 @@ class Calibration:
     core_from: str = ""
     # the workers' compute is CPU work the transfers share the host's cores with
     shared_cores: bool = False
+    # a pipeline stage's core, for each activation or gradient it sends or receives (the
+    # fed stage's step beyond the stage's alone, less the input's gradient, per message)
+    stage_message_s: float = 0.0
     # in-graph replication on the calibrated machine: the all-reduce among the devices of
     # one process (the profile's in_graph fit for the host's devices)
     in_graph: Fit | None = None
@@ -139,6 +142,13 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     if strategy.kind == "allreduce" and strategy.replication == "in_graph" and one_machine:
         devices = spec.cluster.devices_per_host
         in_graph = next((f for f in profile.in_graph if f.workers == devices), None)
+    stage_message_s = 0.0
+    if strategy.kind == "pipeline" and strategy.stages > 1 and step_s is not None:
+        fed_s = profile.step_time(
+            step_model, batch, dtype, micro_batches=strategy.micro_batches, fed=True
+        )
+        if fed_s is not None:
+            stage_message_s = message_cost(spec, step_s, fed_s)
     return Calibration(
         path=spec.cluster.profile,
         profile=profile,
@@ -158,8 +168,23 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         restart_s=restart_s,
         restart_from=restart_from,
         in_graph=in_graph,
+        stage_message_s=stage_message_s,
         **servers,
     )
+
+
+def message_cost(spec: ScenarioSpec, alone_s: float, fed_s: float) -> float:
+    """Seconds of a stage's core per message, from one stage of every layer measured alone
+    (`alone_s`) and fed by a stage of its own (`fed_s`): fed, the stage receives each
+    micro-batch's input and sends back the input's gradient, which it then computes as
+    well, one forward's FLOPs of its first layer (of the (forward + backward) FLOPs the
+    stage alone computes, less that forward: it takes no gradient of its input)."""
+    table = spec.model.layer_table()
+    total = sum(fwd + bwd for _, _, fwd, bwd in table)
+    first = table[0][2]
+    alone_flops = total - first
+    computed_s = alone_s * (1.0 + first / alone_flops) if alone_flops > 0 else alone_s
+    return max(0.0, fed_s - computed_s) / (2 * spec.strategy.micro_batches)
 
 
 def _duplex(profile: Profile, transfer: Fit | None) -> tuple[float, str]:
