@@ -58,6 +58,7 @@ from scenarios.spec import ScenarioSpec, StrategySpec
 
 from .job import Job
 from .launcher import Launcher
+from .pipeline import measure_stage
 from .pool import Measured
 from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, require_gpu
 
@@ -121,14 +122,15 @@ def _single_worker(spec: ScenarioSpec) -> ScenarioSpec:
 def compute_key(spec: ScenarioSpec) -> tuple[str, int, str, int, int, int]:
     """What a point's compute entry is measured for: model, batch, dtype, the host's
     worker processes (P), the server processes listening beside them, and a pipeline's
-    micro-batches. A pipeline's stage is measured alone (P = 1): each stage's process has
-    a core of its own (`real/pipeline.py`)."""
+    micro-batches. A pipeline's stages work side by side on a core each: P = as many as
+    there are stages, at most the cores (`real/pipeline.py`)."""
     pipeline = spec.strategy.kind == "pipeline"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (
         spec.model.name,
         spec.training.batch_per_worker,
         spec.model.dtype,
-        1 if pipeline else spec.cluster.devices_per_host,
+        min(spec.strategy.stages, cores or 1) if pipeline else spec.cluster.devices_per_host,
         0 if pipeline else server_processes(spec),
         spec.strategy.micro_batches if pipeline else 1,
     )
@@ -138,11 +140,9 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
     """`processes` single-worker training processes at once, beside `servers` TensorFlow
     server processes that only listen (as a job's parameter servers and coordinator do
     while its workers compute): their gRPC threads share the cores too. A pipeline's
-    point: `measure_pipeline_stage`."""
+    point: its stages side by side (`real/pipeline.py`, `measure_stage`)."""
     if spec.strategy.kind == "pipeline":
-        from .pipeline import measure_stage
-
-        return measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S)
+        return measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, together=processes)
     base = jobs_for(_single_worker(spec), 1)[0]
     warmup = spec.training.warmup_steps
     # a single plain worker injects nothing: no per-step hiccups, whatever the step count
@@ -439,7 +439,7 @@ def probes_of(spec: ScenarioSpec) -> list[Probe]:
     (sim/costs/measured.py, "exchange" and "cores"); under all-reduce, the collective on as
     many processes as the point's too (reported, not used); under parameter servers, the
     coordinator and the model's update and closures on the point's servers; a pipeline's
-    stage fed by a stage of its own (its messages' cost)."""
+    stage alone and fed by a stage of its own, one at a time (its messages' cost)."""
     probes: list[Probe] = [("transfer",)]
     st = spec.strategy
     if st.kind == "allreduce" and st.replication == "in_graph" and spec.workers > 1:
@@ -461,10 +461,9 @@ def measure_probe(probe: Probe, spec: ScenarioSpec, into: Measured) -> str:
     """Run one probe for `spec`'s point, add what it measured to `into`, and say what."""
     device = spec.real.device
     if probe[0] == "fed":
-        from .pipeline import measure_stage
-
-        into.compute.append(measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, fed=True))
-        return describe_compute(into.compute[-1])
+        pair = [measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, fed=f) for f in (False, True)]
+        into.compute += pair
+        return "\n".join(map(describe_compute, pair))
     if probe[0] == "transfer":
         transfer, exchange, messages = measure_transfer(device)
         into.transfer.append(transfer)

@@ -63,6 +63,7 @@ class Job:
     pipeline_schedule: str = "gpipe"
     split: list[int] = field(default_factory=list)
     pin: bool = False
+    core: int | None = None  # the core a pinned stage takes; None: its index's
     # -- checkpoints (tf.train.CheckpointManager)
     checkpoint_dir: str | None = None
     checkpoint_every: int | None = None  # steps; None: none

@@ -35,7 +35,8 @@ def serve(job: Job) -> None:
     if job.pin and job.device == "cpu":
         from .pipeline import pin_to_core
 
-        pin_to_core(job.index)  # a pipeline stage: one device, one core
+        # a pipeline stage: one device, one core
+        pin_to_core(job.index if job.core is None else job.core)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     # inter_op_parallelism_threads=1 on these servers deadlocks coordinator.join()
     # (docs/tf-notes.md); 2 works

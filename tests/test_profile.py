@@ -503,13 +503,15 @@ strategy: {kind: pipeline, stages: 2, micro_batches: 4, schedule: gpipe}
 
 @pytest.mark.parametrize(("cpus", "step_s"), [(2, 8e-3 / 2 * (4 + 2 - 1) / 4), (1, 8e-3)])
 def test_pinned_stages_share_their_core(tmp_path: Path, cpus: int, step_s: float) -> None:
-    # one stage of every layer took 8 ms a step in 4 micro-batches (its measured entry);
-    # two uniform stages (no activations: nothing to send) on a core each run GPipe's
+    # one stage of every layer took 8 ms a step in 4 micro-batches (its measured entry,
+    # as many such stages side by side as the pipeline has, at most the cores); two uniform
+    # stages (no activations: nothing to send) on a core each run GPipe's
     # (M + P - 1) slots of T / (M P): 5 ms; pinned to one core, the two stages' work is
     # the core's, which never idles while either has a micro-batch ready: 8 ms
     profile = PROFILE.replace("cpus: 2", f"cpus: {cpus}").replace(
         "compute:\n",
-        "compute:\n  - {model: toy, batch_per_worker: 8, micro_batches: 4, step_time: 8 ms}\n",
+        "compute:\n  - {model: toy, batch_per_worker: 8, micro_batches: 4, "
+        f"processes: {min(2, cpus)}, step_time: 8 ms}}\n",
     )
     path = write(tmp_path, profile, PIPELINE)
     row = simulate(path)
@@ -520,17 +522,18 @@ def test_each_message_holds_its_stages_core(tmp_path: Path) -> None:
     # the toy's 4 layers of 0.25 GFLOP forward, 0.5 backward: the stage of every layer
     # alone took 8 ms (no gradient of its input, 2.75 of 3 GFLOP); fed by a stage of its
     # own it computes that gradient too (8 x 3 / 2.75 ms) and receives and sends one
-    # message per micro-batch each, c = 0.25 ms a message. Two stages on a core each: each
-    # op receives or sends one message, (M + 1) (t_f + t_b + 2 c) = 5 x (1 + 0.5) ms
+    # message per micro-batch each, c = 0.25 ms a message (both measured one at a time).
+    # Two stages side by side took 6 ms each: on a core each, each op receives or sends
+    # one message, (M + 1) (t_f + t_b + 2 c) = 5 x (6 / 8 + 0.5) ms
     fed_ms = 8 * 3 / 2.75 + 2 * 4 * 0.25
+    entry = "  - {model: toy, batch_per_worker: 8, micro_batches: 4"
     profile = PROFILE.replace(
         "compute:\n",
-        "compute:\n  - {model: toy, batch_per_worker: 8, micro_batches: 4, step_time: 8 ms}\n"
-        f"  - {{model: toy, batch_per_worker: 8, micro_batches: 4, fed: true, "
-        f"step_time: {fed_ms!r} ms}}\n",
+        f"compute:\n{entry}, step_time: 8 ms}}\n{entry}, processes: 2, step_time: 6 ms}}\n"
+        f"{entry}, fed: true, step_time: {fed_ms!r} ms}}\n",
     )
     row = simulate(write(tmp_path, profile, PIPELINE))
-    assert row["step_time_mean_s"] == pytest.approx(7.5e-3, rel=1e-9, abs=0)
+    assert row["step_time_mean_s"] == pytest.approx(5 * (0.75 + 0.5) * 1e-3, rel=1e-9, abs=0)
 
 
 @pytest.mark.parametrize("network", ["analytical", "flow"])

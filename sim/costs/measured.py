@@ -96,8 +96,9 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     # parameter servers and the coordinator listen while the workers compute
     servers_beside = server_processes(strategy.kind, strategy.servers)
     micro = 1
-    if strategy.kind == "pipeline":  # one stage of every layer, alone on its core
-        processes, servers_beside, micro = 1, 0, strategy.micro_batches
+    if strategy.kind == "pipeline":  # stages of every layer side by side, a core each
+        processes = min(strategy.stages, profile.machine.cpus or 1)
+        servers_beside, micro = 0, strategy.micro_batches
     step_s, step_model = None, model.name
     for candidate in (model.name, model.base):
         if candidate is None:
@@ -144,11 +145,13 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         in_graph = next((f for f in profile.in_graph if f.workers == devices), None)
     stage_message_s = 0.0
     if strategy.kind == "pipeline" and strategy.stages > 1 and step_s is not None:
-        fed_s = profile.step_time(
-            step_model, batch, dtype, micro_batches=strategy.micro_batches, fed=True
+        # the stage alone and fed, each measured with no other stage working beside it
+        alone_s, fed_s = (
+            profile.step_time(step_model, batch, dtype, micro_batches=micro, fed=fed)
+            for fed in (False, True)
         )
-        if fed_s is not None:
-            stage_message_s = message_cost(spec, step_s, fed_s)
+        if alone_s is not None and fed_s is not None:
+            stage_message_s = message_cost(spec, alone_s, fed_s)
     return Calibration(
         path=spec.cluster.profile,
         profile=profile,
