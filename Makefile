@@ -26,8 +26,8 @@ $(TF): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/simulate scenarios/library/resnet50-v100-scaling.yaml
 
-# the default run (and CI, .ci/run) leaves out the tests marked slow: the two longest
-# real runs and the largest Keras builds, about 5 minutes, run by `make test-slow`. The
+# the default run (and CI, .ci/run) leaves out the tests marked slow: the longest real
+# runs and the largest Keras builds, about 10 minutes, run by `make test-slow`. The
 # tests that start no TensorFlow process run on every core (pytest-xdist); those marked
 # real run one at a time, as their timings assume a machine of their own
 test: $(TF)

@@ -63,6 +63,7 @@ def test_simulate_and_report_examples_run_as_written(checkout: Path) -> None:
 
 
 @pytest.mark.real
+@pytest.mark.slow  # CI time: `make test-slow`
 @pytest.mark.usefixtures("own")  # what the examples start is killed if left over
 def test_real_examples_run_as_written(checkout: Path) -> None:
     pytest.importorskip("tensorflow")

@@ -108,6 +108,7 @@ def test_too_few_slots_is_one_line(scenario: Path, tmp_path: Path) -> None:
     assert workers_alive() == []
 
 
+@pytest.mark.slow  # CI time: `make test-slow`
 def test_killed_worker_recovers_from_checkpoint_on_spark(scenario: Path, tmp_path: Path) -> None:
     out = tmp_path / "fail"
     proc = run_on_local_2(
@@ -136,6 +137,7 @@ def test_killed_worker_recovers_from_checkpoint_on_spark(scenario: Path, tmp_pat
     assert [p["generation"] for p in placed] == [p["attempt"] for p in placed]
 
 
+@pytest.mark.slow  # CI time: `make test-slow`
 def test_parameter_server_failures_on_spark(scenario: Path, tmp_path: Path) -> None:
     """The local run's async PS failures (tests/jobs.py) on local[4] (coordinator, 2
     workers, 1 server): worker 1's task starts it again and it rejoins, the stage going on;
@@ -242,6 +244,7 @@ def test_simulate_on_spark_gives_the_local_results(tmp_path: Path) -> None:
     assert meta["points"][0]["resolved"]["sim"]["engine"] == "spark"
 
 
+@pytest.mark.slow  # CI time: `make test-slow`
 def test_trials_on_spark_and_the_best_one(scenario: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_on_local_2(
