@@ -119,18 +119,21 @@ def _single_worker(spec: ScenarioSpec) -> ScenarioSpec:
     )
 
 
+def cores() -> int:
+    """The cores this process may run on (the profile's `machine.cpus`)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def compute_key(spec: ScenarioSpec) -> tuple[str, int, str, int, int, int]:
     """What a point's compute entry is measured for: model, batch, dtype, the host's
     worker processes (P), the server processes listening beside them, and a pipeline's
-    micro-batches. A pipeline's stages work side by side on a core each: P = as many as
-    there are stages, at most the cores (`real/pipeline.py`)."""
+    micro-batches. A pipeline's P: its stages, side by side on a core each, at most cores()."""
     pipeline = spec.strategy.kind == "pipeline"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (
         spec.model.name,
         spec.training.batch_per_worker,
         spec.model.dtype,
-        min(spec.strategy.stages, cores or 1) if pipeline else spec.cluster.devices_per_host,
+        min(spec.strategy.stages, cores()) if pipeline else spec.cluster.devices_per_host,
         0 if pipeline else server_processes(spec),
         spec.strategy.micro_batches if pipeline else 1,
     )
@@ -417,9 +420,7 @@ def _machine(device: str) -> Machine:
             continue
     return Machine(
         hostname=socket.gethostname(),
-        cpus=len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else os.cpu_count() or 1,
+        cpus=cores(),
         platform=platform.platform(),
         tensorflow=version,
         device=device,  # type: ignore[arg-type]

@@ -97,7 +97,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     servers_beside = server_processes(strategy.kind, strategy.servers)
     micro = 1
     if strategy.kind == "pipeline":  # stages of every layer side by side, a core each
-        processes = min(strategy.stages, profile.machine.cpus or 1)
+        processes = min(strategy.stages, profile.machine.cpus)
         servers_beside, micro = 0, strategy.micro_batches
     step_s, step_model = None, model.name
     for candidate in (model.name, model.base):
