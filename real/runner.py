@@ -198,6 +198,11 @@ def pipeline_problems(spec: ScenarioSpec) -> list[str]:
         )
     if st.tensor > 1:
         problems.append("strategy.tensor (run-real runs no tensor parallelism)")
+    if st.parameter_servers:
+        problems.append(
+            f"strategy.servers: {st.servers} (run-real's pipeline keeps each stage's "
+            "variables on the stage's own task)"
+        )
     return problems + one_client_problems(spec, "a pipeline")
 
 
@@ -384,10 +389,10 @@ def run_point(point: Point, repetition: int = 0) -> RealPoint:
         "scenario": spec.name,
         "model": spec.model.name,
         "strategy": spec.strategy.kind,
-        "algorithm": algorithm_column(spec.strategy.kind, spec.strategy.algorithm),
+        "algorithm": algorithm_column(spec.strategy),
         "sync": spec.strategy.sync,
         "workers": spec.workers,
-        "servers": spec.strategy.servers if spec.strategy.kind == "parameter_server" else 0,
+        "servers": spec.strategy.parameter_servers,
         "batch_per_worker": spec.training.batch_per_worker,
         "steps": spec.training.steps,
         **stats,

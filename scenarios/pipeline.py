@@ -150,6 +150,8 @@ def memory_of(spec: ScenarioSpec) -> list[MemoryUse]:
     cuts = stage_layers(spec)
     out = []
     split = strategy.tensor if pipeline else 1  # tensor parallelism: 1 / T of each layer
+    # with parameter servers the optimizer's slots live on the servers, not the devices
+    slots = 0 if strategy.parameter_servers else OPTIMIZER_SLOTS
     for k, layers in enumerate(cuts):
         params = sum(table[i][1] for i in layers) * size / split
         kept = sum(outputs[i] or 0.0 for i in layers) * size / split  # per sample
@@ -167,7 +169,7 @@ def memory_of(spec: ScenarioSpec) -> list[MemoryUse]:
             MemoryUse(
                 weights=params,
                 gradients=params,
-                optimizer=OPTIMIZER_SLOTS * params,
+                optimizer=slots * params,
                 activations=activations,
                 buffers=buffers,
                 activations_known=known,

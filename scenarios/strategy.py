@@ -2,7 +2,8 @@
 
 Data parallelism (`allreduce`, `parameter_server`), independent trials, and model
 parallelism as a pipeline of stages (`pipeline`, GPipe or 1F1B; docs/simulator.md,
-Pipelines), its replicas' gradients all-reduced among them.
+Pipelines), its replicas' gradients all-reduced among them, or pushed to parameter
+servers where `servers` is given.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ _KINDS_OF_FIELD = {
     "algorithm": ("allreduce", "pipeline"),
     "fusion_buffer": ("allreduce", "parameter_server"),
     "overlap": ("allreduce", "parameter_server"),
-    "servers": ("parameter_server",),
+    "servers": ("parameter_server", "pipeline"),
     "placement": ("parameter_server",),
-    "partition": ("parameter_server",),
+    "partition": ("parameter_server", "pipeline"),
     "local_aggregation": ("parameter_server",),
     "backup_workers": ("parameter_server",),
     "sync_scope": ("parameter_server",),
@@ -36,10 +37,13 @@ _KINDS_OF_FIELD = {
 }
 
 
-def algorithm_column(kind: str, algorithm: str) -> str:
-    """The `algorithm` column of a results row: the collective where the kind has one
+def algorithm_column(strategy: StrategySpec) -> str:
+    """The `algorithm` column of a results row: the collective where the strategy runs one
     (both backends write it so, and rows pair only when it matches)."""
-    return algorithm if kind in _KINDS_OF_FIELD["algorithm"] else ""
+    kind = strategy.kind
+    if kind not in _KINDS_OF_FIELD["algorithm"] or strategy.parameter_servers:
+        return ""
+    return strategy.algorithm
 
 
 class StrategySpec(Strict):
@@ -53,7 +57,8 @@ class StrategySpec(Strict):
     # allreduce: reduce buckets while backward runs; parameter servers: push gradients as
     # backward produces them and start each layer's forward once its variables arrived
     overlap: bool = True
-    # parameter_server
+    # parameter_server; pipeline: where given, each stage's gradients go to this many
+    # parameter servers (dedicated hosts) instead of an all-reduce among the replicas
     servers: int = Field(default=1, ge=1)
     placement: Literal["dedicated", "colocated"] = "dedicated"
     partition: Literal["round_robin", "greedy", "sliced"] = "round_robin"
@@ -89,6 +94,14 @@ class StrategySpec(Strict):
     # splits), which all-reduce what the layers exchange (Layer.tensor_exchange)
     tensor: int = Field(default=1, ge=1)
 
+    @property
+    def parameter_servers(self) -> int:
+        """The parameter servers the strategy runs: `servers` under parameter_server, and
+        under pipeline where it is given; else none."""
+        if self.kind == "parameter_server":
+            return self.servers
+        return self.servers if self.kind == "pipeline" and "servers" in self.model_fields_set else 0
+
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> StrategySpec:
         for field, kinds in _KINDS_OF_FIELD.items():
@@ -99,6 +112,11 @@ class StrategySpec(Strict):
         if self.kind == "pipeline":
             if not self.sync:
                 raise ValueError("kind pipeline is synchronous (a flush every step): sync: true")
+            if {"servers", "algorithm"} <= self.model_fields_set:
+                raise ValueError(
+                    "a pipeline's replicas all-reduce their gradients (algorithm) or push "
+                    "them to parameter servers (servers): give one, not both"
+                )
             if isinstance(self.split, tuple) and len(self.split) != self.stages:
                 raise ValueError(
                     f"split gives {len(self.split)} stage(s) but stages is {self.stages}"

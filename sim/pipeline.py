@@ -20,8 +20,14 @@ step); a micro-batch's all-reduces of a stage are merged into one per direction.
 
 Once a stage's last backward is done, its gradients (each share's) are all-reduced among
 the replicas (`strategy.algorithm`), and its step ends; a job's step ends when every
-device's has. With uniform stages and free transfers, a step takes (M + P - 1) (t_f +
-t_b) of which (P - 1) (t_f + t_b) is the bubble.
+device's has. With parameter servers (`strategy.servers` given) the model's variables are
+dealt to the servers (`partition`, as `sim/ps.py` deals them), each on a host of its own;
+a device instead pushes its share of its stage's gradients to the servers holding them,
+all at once; once every replica of that stage and share has pushed, the update is
+applied and each pulls its stage's variables back, and its step ends.
+
+With uniform stages and free transfers, a step takes (M + P - 1) (t_f + t_b) of which
+(P - 1) (t_f + t_b) is the bubble.
 
 A stage's forward and backward times are its layers' (`sim/compute.py`) for a
 micro-batch: the layers' per-step times scaled by 1 / (M T). On a calibrated machine each
@@ -35,12 +41,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import simpy
 
 from scenarios import vocab
 from scenarios.pipeline import replicas, schedule_of, stage_layers
 
 from .collectives import ALGORITHMS
+from .shards import assign, variable_layers
 from .simulation import Simulation, Span
 from .training import Counter, Events, PerStep, Process, Training, Worker
 
@@ -80,6 +88,20 @@ class PipelineTraining(Training):
             else 0.0
             for c in cuts
         ]
+        # parameter servers: the node of each server and the bytes of each stage's share
+        # (stages x servers) it holds
+        self.server_nodes: list[int] = []
+        self.server_bytes = np.zeros((self.stages, 0))
+        if strategy.parameter_servers:
+            variables = spec.model.variables()
+            held = assign(
+                np.array(variables, dtype=float), strategy.parameter_servers, strategy.partition
+            )
+            stage_of = {i: k for k, c in enumerate(cuts) for i in c}
+            self.server_bytes = np.zeros((self.stages, held.shape[1]))
+            for v, layer in enumerate(variable_layers(variables, compute.params.tolist())):
+                self.server_bytes[stage_of[layer]] += held[v] * size / self.tensor
+            self.server_nodes = [sim.topology.server(j) for j in range(held.shape[1])]
         self.arrived = Events(sim.env)  # (step, "F" | "B", stage, replica, share, micro)
         self.sent_at: dict[Any, float] = {}
         self.finished = PerStep(sim.env, sim.workers)
@@ -140,6 +162,38 @@ class PipelineTraining(Training):
             sim.tracer.span(worker.index, phase, began, end, comm=True, step=key[0])
         return spans
 
+    def _moved(self, pairs: list[tuple[int, int, float]]) -> Process:
+        """Transfers (src, dst, bytes) at once; returns when the last has arrived."""
+        net = self.sim.network
+        events = [net.transfer(src, dst, n) for src, dst, n in pairs if n > 0]
+        if events:
+            yield simpy.AllOf(self.sim.env, events)
+
+    def _push_pull(self, worker: Worker, step: int, stage: int, share: int) -> Process:
+        """A device's gradients to the servers, the update once every replica's have
+        arrived, its variables back. Returns the push's and the pull's spans."""
+        env, me = self.sim.env, worker.index
+        held = self.server_bytes[stage]
+        began = env.now
+        yield from self._moved(
+            [(me, node, n) for node, n in zip(self.server_nodes, held, strict=True)]
+        )
+        pushed = env.now
+        key = (step, "servers", stage, share)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = Counter(env, self.replicas)
+        group.arrive(worker.index)
+        yield group.event
+        updated = env.now
+        yield from self._moved(
+            [(node, me, n) for node, n in zip(self.server_nodes, held, strict=True)]
+        )
+        spans = [(vocab.PUSH, began, pushed), (vocab.PULL, updated, env.now)]
+        for phase, start, end in spans:
+            self.sim.tracer.span(me, phase, start, end, comm=True, step=step)
+        return spans
+
     def run_step(self, worker: Worker, step: int) -> Process:
         sim, env = self.sim, self.sim.env
         place, share = divmod(worker.index, self.tensor)
@@ -189,7 +243,9 @@ class PipelineTraining(Training):
                 self.spawn(self._send(key, worker.index, dst, self.boundary_bytes[stage - 1]))
         worker.compute_end = env.now
         worker.spans = []
-        if self.replicas > 1 and self.gradient_bytes[stage] > 0:
+        if self.server_nodes:
+            worker.spans = yield from self._push_pull(worker, step, stage, share)
+        elif self.replicas > 1 and self.gradient_bytes[stage] > 0:
             # a share's gradients, all-reduced among the replicas of that stage and share
             ranks = [self.device(r, stage, share) for r in range(self.replicas)]
             key = (step, "replicas", stage, share)

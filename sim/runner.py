@@ -161,15 +161,14 @@ def checkpoint_advice(spec: ScenarioSpec, sim: Simulation, step_time: float) -> 
 
 def _identity(spec: ScenarioSpec) -> dict[str, Any]:
     strategy = spec.strategy
-    ps = strategy.kind == "parameter_server"
     return {
         "scenario": spec.name,
         "model": spec.model.name,
         "strategy": strategy.kind,
-        "algorithm": algorithm_column(strategy.kind, strategy.algorithm),
+        "algorithm": algorithm_column(strategy),
         "sync": strategy.sync,
         "workers": spec.workers,
-        "servers": strategy.servers if ps else 0,
+        "servers": strategy.parameter_servers,
         "batch_per_worker": spec.training.batch_per_worker,
     }
 
@@ -236,7 +235,6 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
     stats = combine(rows) if len(rows) > 1 else {**rows[0], "replications": 1}
     base = baseline_throughput(timed, point.profile)
     strategy = spec.strategy
-    ps = strategy.kind == "parameter_server"
     row: dict[str, Any] = {
         "point": point.id,
         "backend": "sim",
@@ -247,8 +245,8 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         if base > 0
         else 0.0,
         "network_model": spec.sim.network_model,
-        "placement": strategy.placement if ps else "",
-        "partition": strategy.partition if ps else "",
+        "placement": strategy.placement if strategy.parameter_servers else "",
+        "partition": strategy.partition if strategy.parameter_servers else "",
     }
     row["peak_memory_bytes"] = memory["peak_memory_bytes"]
     row["fits"] = True

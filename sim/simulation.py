@@ -160,11 +160,8 @@ class Simulation:
         self.compute = self.costs.compute
         self.compute_rate = self.costs.compute_rate
         strategy = spec.strategy
-        dedicated = (
-            strategy.servers
-            if strategy.kind == "parameter_server" and strategy.placement == "dedicated"
-            else 0
-        )
+        # a pipeline's servers are dedicated (the only placement it takes)
+        dedicated = strategy.parameter_servers if strategy.placement == "dedicated" else 0
         self.topology = Topology(spec.cluster, dedicated_servers=dedicated, links=self.costs.links)
         self.network = make_network(spec.sim.network_model, self.env, self.topology)
         self.tracer: ChromeTracer | NullTracer = (

@@ -190,7 +190,7 @@ def test_enum_and_bounds() -> None:
 
 def test_field_of_another_strategy_kind() -> None:
     msg = error_of(MINIMAL + "strategy: {kind: allreduce, servers: 2}\n")
-    assert msg.startswith("strategy: 'servers' applies to kind parameter_server only")
+    assert msg.startswith("strategy: 'servers' applies to kind parameter_server and pipeline only")
 
 
 def test_cross_field_index_out_of_range() -> None:

@@ -9,7 +9,10 @@
 - The linear partition problem: the balanced split minimises the costliest stage.
 - Replicas of a pipeline all-reduce each stage's gradients: the ring's 2 (n - 1) / n x
   bytes / bandwidth is added to the step.
-- Memory: weights, gradients and momentum of a device's layers, plus activations.
+- Replicas that push to parameter servers instead: a step grows by a push and a pull of
+  the last stage to finish's gradients, latency + bytes / bandwidth each way.
+- Memory: weights, gradients and momentum of a device's layers, plus activations; with
+  parameter servers the momentum lives on the servers.
 """
 
 from __future__ import annotations
@@ -145,6 +148,31 @@ def test_replicas_all_reduce_each_stage(tmp_path: Path) -> None:
     assert step2 - step1 == pytest.approx(ring, rel=1e-6)
 
 
+@pytest.mark.parametrize("servers", [1, 2])
+def test_replicas_push_to_parameter_servers(tmp_path: Path, servers: int) -> None:
+    """2 stages x 2 replicas, each stage's gradients pushed to dedicated servers and its
+    variables pulled back, on the analytical network (no contention): GPipe's stage 0
+    finishes last, and its 6 layers' 24 MB, dealt round-robin one variable a layer, go
+    to each server in 24 / servers MB, a push and a pull added to the step."""
+
+    def step_of(strategy: str, devices: int) -> tuple[float, Simulation]:
+        path = scenario(tmp_path, strategy, devices=devices)
+        path.write_text(path.read_text() + "sim: {network_model: analytical}\n")
+        result = simulate(load(path)).results.iloc[0]
+        assert result["servers"] == (servers if "servers" in strategy else 0)
+        return float(result["step_time_mean_s"]), Simulation(load(path).points[0].spec)
+
+    alone, _ = step_of("{kind: pipeline, stages: 2, micro_batches: 4}", 2)
+    pushed, sim = step_of(f"{{kind: pipeline, stages: 2, micro_batches: 4, servers: {servers}}}", 4)
+    route = sim.topology.route(0, sim.topology.server(0))
+    bandwidth = min(sim.topology.capacity[link] for link in route.links)
+    one_way = route.latency + 6 * PARAMS / LAYERS * 4 / servers / bandwidth
+    assert pushed - alone == pytest.approx(2 * one_way, rel=1e-6)
+    spec = sim.spec
+    (use, _) = memory_of(spec)
+    assert (use.weights, use.gradients, use.optimizer) == (24e6, 24e6, 0.0)
+
+
 def test_memory_of_a_pipeline_stage(tmp_path: Path) -> None:
     """4 stages of 3 layers, 1 M parameters each; each layer outputs 4096 floats per
     sample; 48 samples in 8 micro-batches of 6. A stage buffers a micro-batch of what
@@ -187,6 +215,8 @@ def test_a_point_that_does_not_fit_is_marked_and_not_timed(tmp_path: Path) -> No
         ("{kind: pipeline, stages: 2, split: [12]}", 2, "split gives 1 stage(s)"),
         ("{kind: pipeline, stages: 2, sync: false}", 2, "synchronous"),
         ("{kind: allreduce, micro_batches: 2}", 2, "applies to kind pipeline only"),
+        ("{kind: pipeline, stages: 2, servers: 1, algorithm: tree}", 2, "not both"),
+        ("{kind: pipeline, stages: 2, servers: 1, placement: colocated}", 2, "placement"),
     ],
 )
 def test_bad_pipelines_are_one_line(

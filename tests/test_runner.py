@@ -94,7 +94,13 @@ def test_both_backends_name_a_pipelines_collective_alike() -> None:
 
     spec = spec_of("{kind: pipeline, stages: 2, micro_batches: 4}")
     assert _identity(spec)["algorithm"] == "ring"
-    assert algorithm_column("pipeline", "ring") == "ring"
-    assert algorithm_column("allreduce", "tree") == "tree"
-    assert algorithm_column("parameter_server", "ring") == ""
-    assert algorithm_column("independent", "ring") == ""
+    assert algorithm_column(spec.strategy) == "ring"
+    pushed = spec_of("{kind: pipeline, stages: 2, micro_batches: 4, servers: 2}")
+    assert algorithm_column(pushed.strategy) == ""  # its replicas push to servers
+    assert _identity(pushed)["servers"] == 2
+    for strategy, column in [
+        ("{kind: allreduce, algorithm: tree}", "tree"),
+        ("{kind: parameter_server}", ""),
+        ("{kind: independent, trials: {seed: [1, 2]}}", ""),
+    ]:
+        assert algorithm_column(spec_of(strategy).strategy) == column
