@@ -64,6 +64,9 @@ class Job:
     split: list[int] = field(default_factory=list)
     pin: bool = False
     core: int | None = None  # the core a pinned stage takes; None: its index's
+    # a stage's server samples its process's CPU time this often (0: never) and reports
+    # the samples in `busy` records: when the stage computed (real/pipeline.py)
+    busy_every_s: float = 0.0
     # -- checkpoints (tf.train.CheckpointManager)
     checkpoint_dir: str | None = None
     checkpoint_every: int | None = None  # steps; None: none

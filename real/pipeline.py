@@ -45,6 +45,29 @@ def pin_to_core(index: int) -> None:
         os.sched_setaffinity(0, {cores[index % len(cores)]})
 
 
+#: a stage's CPU samples go to the launcher this many at a time (every 0.1 s at 5 ms)
+BUSY_BATCH = 20
+
+
+def sample_busy(job: Job) -> None:
+    """Start a thread that samples this process's CPU time (every thread's, ns) with the
+    host clock every `job.busy_every_s`, and emits them `BUSY_BATCH` at a time as `busy`
+    records: [[time, cpu seconds], ...]. A stage pinned to one core computes where its
+    CPU time grows as fast as the clock (`real.summary.busy_spans`)."""
+    import threading
+
+    def sample() -> None:
+        samples: list[list[float]] = []
+        while True:
+            samples.append([time.time(), time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)])
+            if len(samples) >= BUSY_BATCH:
+                protocol.emit({"event": "busy", "worker": job.index, "samples": samples})
+                samples = []
+            time.sleep(job.busy_every_s)
+
+    threading.Thread(target=sample, name="busy", daemon=True).start()
+
+
 def dense_layers(keras: dict[str, Any]) -> list[tuple[int, int, bool]]:
     """The mlp builder's Dense layers, input to output: (inputs, units, relu)."""
     from scenarios.keras_layers import resolve_spec

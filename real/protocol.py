@@ -4,7 +4,8 @@ prefixed so that TensorFlow's own chatter on the same stream is never mistaken f
 Events: `ready` (model built, cluster joined: the end of start-up), `serving` (a server
 task is up), `step` (one step's host clock times: start, compute_end, end; and the loss),
 `round` and `progress` (the parameter-server coordinator's), `checkpoint`, `probe` (a
-calibration probe's measurements), `done`, `error`.
+calibration probe's measurements), `busy` (a pipeline stage's CPU time samples), `done`,
+`error`.
 """
 
 from __future__ import annotations

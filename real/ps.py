@@ -51,6 +51,10 @@ def serve(job: Job) -> None:
         config=config,
     )
     protocol.emit({"event": "serving", "role": job.role, "index": job.index, "time": time.time()})
+    if job.busy_every_s > 0:
+        from .pipeline import sample_busy
+
+        sample_busy(job)
     server.join()
 
 

@@ -38,6 +38,8 @@ from .summary import summarize, trace_of
 
 #: seconds a collective may hang before TensorFlow aborts it (a hang is reported, never waited)
 COLLECTIVE_TIMEOUT_S = 120
+#: how often a pipeline stage samples its CPU time (the trace's compute spans)
+BUSY_EVERY_S = 0.005
 
 
 def check_supported(spec: ScenarioSpec) -> None:
@@ -178,7 +180,8 @@ def pipeline_jobs(
         split=split,
     )
     stages = [
-        common.replace(role="worker", index=k, serve=True, pin=True) for k in range(len(split))
+        common.replace(role="worker", index=k, serve=True, pin=True, busy_every_s=BUSY_EVERY_S)
+        for k in range(len(split))
     ]
     return [chief, *stages]
 
@@ -289,6 +292,8 @@ class RealPoint:
     placement: list[dict[str, Any]] | None = None
     curves: pd.DataFrame | None = None  # with a target: the metric at every evaluation
     target: str | None = None  # why the time-to-target columns are empty
+    # a pipeline's stages' CPU samples (the first run's): (stage, host clock, CPU seconds)
+    busy: list[tuple[int, float, float]] | None = None
 
 
 _BASELINES: dict[str, float] = {}
@@ -362,7 +367,7 @@ def run_point(point: Point, repetition: int = 0) -> RealPoint:
         spec = spec.model_copy(update={"seed": spec.seed + repetition})
     launch = launch_with_failures(spec, jobs_for(spec))
     stats, frame = summarize(spec, launch)
-    curve, why = stats.pop("curve"), stats.pop("target_reason")
+    curve, why, busy = stats.pop("curve"), stats.pop("target_reason"), stats.pop("busy")
     key = repr(jobs_for(spec, 1))
     if not spec.real.baseline:
         base = math.nan  # no 1-worker run: no scaling efficiency
@@ -413,6 +418,7 @@ def run_point(point: Point, repetition: int = 0) -> RealPoint:
         if curve is None or spec.training.target is None
         else curve_frame(point.id, 0, spec.training.target.metric, curve),
         target=why,
+        busy=busy or None,
     )
 
 
@@ -450,7 +456,7 @@ def run(
             if trace:  # of the first run
                 first = done[-1].steps
                 done[-1].trace = trace_of(
-                    point.spec, point.id, first[first["replication"] == 0].copy()
+                    point.spec, point.id, first[first["replication"] == 0].copy(), done[-1].busy
                 )
             if progress:
                 progress(done[-1])
@@ -497,6 +503,7 @@ def merge_repeats(runs: list[RealPoint]) -> RealPoint:
         placement=placement,
         curves=pd.concat(curves, ignore_index=True) if curves else None,
         target=next((run.target for run in runs if run.target), None),
+        busy=runs[0].busy,
     )
 
 

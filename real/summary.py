@@ -18,21 +18,58 @@ from scenarios.stats import step_stats
 from .launcher import LaunchResult
 
 
-def trace_of(spec: ScenarioSpec, point_id: str, steps: pd.DataFrame) -> str:
+def trace_of(
+    spec: ScenarioSpec,
+    point_id: str,
+    steps: pd.DataFrame,
+    busy: list[tuple[int, float, float]] | None = None,
+) -> str:
     """A Chrome trace of what was measured (the simulator's format): per worker, compute
     (step start to compute end) on one thread, then the exchange (all-reduce, or push
-    under parameter servers) and any wait on the other; lost attempts and warm-up too."""
+    under parameter servers) and any wait on the other; lost attempts and warm-up too. A
+    pipeline's stages with CPU samples (`busy`): compute where the stage computed
+    (`busy_spans`) within each of its steps, the bubble between."""
     from scenarios.trace import ChromeTracer
 
     tracer = ChromeTracer(spec.cluster.devices_per_host)
     exchange = vocab.PUSH if spec.strategy.kind == "parameter_server" else vocab.ALLREDUCE
     columns = ["worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s"]
+    spans = {}
+    if busy:
+        for stage in sorted({b[0] for b in busy}):
+            samples = sorted((t, cpu) for w, t, cpu in busy if w == stage)
+            spans[stage] = busy_spans(samples)
     for w, step, start, computed, exchanged, end in steps[columns].itertuples(index=False):
         worker, at = int(w), int(step)
+        if worker in spans:
+            for began, ended in spans[worker]:
+                began, ended = max(began, float(start)), min(ended, float(end))
+                tracer.span(worker, vocab.COMPUTE, began, ended, step=at)
+            continue
         tracer.span(worker, vocab.COMPUTE, float(start), float(computed), step=at)
         tracer.span(worker, exchange, float(computed), float(exchanged), comm=True, step=at)
         tracer.span(worker, vocab.WAIT, float(exchanged), float(end), comm=True, step=at)
     return tracer.dumps({"point": point_id, "backend": "real", "scenario": spec.name})
+
+
+#: a sampling interval counts as computing where the process's CPU time grew by at least
+#: this share of the clock's (one core: 1 when it computed throughout)
+BUSY_SHARE = 0.5
+
+
+def busy_spans(samples: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Where a one-core process computed: from samples (host clock, its CPU seconds) in
+    time order, the runs of consecutive intervals over which its CPU time grew by at least
+    `BUSY_SHARE` of the clock's, merged, as (start, end)."""
+    out: list[tuple[float, float]] = []
+    for (t0, c0), (t1, c1) in zip(samples, samples[1:], strict=False):
+        if t1 <= t0 or (c1 - c0) < BUSY_SHARE * (t1 - t0):
+            continue
+        if out and out[-1][1] == t0:
+            out[-1] = (out[-1][0], t1)
+        else:
+            out.append((t0, t1))
+    return out
 
 
 def progress_index(record: dict[str, Any]) -> int:
@@ -124,6 +161,12 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
         "final_loss": float(np.mean([r["loss"] for r in records if r["step"] == last])),
     }
     row.update(target_row(spec, launch, resumed, float(begin)))
+    # a pipeline's stages' CPU samples, on the steps' clock (t0 the first step's start)
+    row["busy"] = [
+        (int(r["worker"]), float(t) - t0, float(cpu))
+        for r in launch.of("busy")
+        for t, cpu in r["samples"]
+    ]
     kept = {id(r) for r in records}
     frame = pd.DataFrame(
         {
