@@ -301,6 +301,31 @@ class Agreement:
     mape_throughput: float | None  # percent
     tau: float | None  # Kendall tau-b of throughput ranks, sim vs real
     target: TargetAgreement | None = None  # where the points have a time to target
+    order: PairOrder | None = None  # the throughput pairs the runs tell apart
+
+
+@dataclass(frozen=True)
+class PairOrder:
+    """The pairs of points whose real throughputs the runs tell apart at 95%
+    (`resolution`, from the pooled run-to-run noise), and how the simulator orders them."""
+
+    noise: tuple[float, int]  # one run's relative sd, its degrees of freedom
+    concordant: int
+    discordant: int
+    apart: int
+    pairs: int
+
+
+def throughput_order(pairs: pd.DataFrame, real: pd.DataFrame) -> PairOrder | None:
+    """`PairOrder` of the points' throughputs; None where no real point was repeated."""
+    noise = run_to_run_noise(real)
+    both = pairs[np.isfinite(pairs[["sim_throughput", "real_throughput"]].to_numpy(float)).all(1)]
+    if noise is None or len(both) < 2:
+        return None
+    means = list(both["real_throughput"])
+    gaps = resolution(means, list(both["real_runs"]), noise)
+    concordant, discordant, apart, count = ordered_pairs(list(both["sim_throughput"]), means, gaps)
+    return PairOrder(noise, concordant, discordant, apart, count)
 
 
 PAIR_COLUMNS = (
@@ -399,4 +424,5 @@ def agreement(frame: pd.DataFrame) -> Agreement:
         mape_throughput=mape(list(pairs["throughput_error"])),
         tau=kendall_tau_b(list(ranked["sim_throughput"]), list(ranked["real_throughput"])),
         target=target_agreement(pairs, real.loc[[p for p in pairs["point"]]]),
+        order=throughput_order(pairs, real.loc[[p for p in pairs["point"]]]),
     )

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .compare import TargetAgreement
+from .compare import PairOrder, TargetAgreement
 from .load import Run
 from .report import Plot, Report
 from .tables import (
@@ -106,9 +106,24 @@ def summary_lines(report: Report) -> list[str]:
         f"Points with both backends: {n}. Relative error = (sim - real) / real.",
         f"Mean absolute percentage error: step time {mape_step}, throughput {mape_tp}.",
         f"Kendall tau-b of the throughput ranking, sim vs real: {tau}.",
+        *order_lines(a.order),
         *target_lines(a.target),
         *origin_note(report),
         *drift_note(report),
+    ]
+
+
+def order_lines(order: PairOrder | None) -> list[str]:
+    """The throughput pairs the runs tell apart and how the simulator orders them, where
+    the real points were repeated."""
+    if order is None:
+        return []
+    sigma, dof = order.noise
+    return [
+        f"One real run's throughput varies by {sigma:.1%} ({dof} degrees of freedom); the "
+        f"runs tell apart {order.apart} of the {order.pairs} pairs of points, and the "
+        f"simulator orders {order.concordant} of them as the runs do"
+        + (f", {order.discordant} the other way." if order.discordant else ".")
     ]
 
 

@@ -145,6 +145,31 @@ def test_time_to_target_agreement_by_hand() -> None:
     assert (target.concordant, target.discordant, target.apart, target.pairs) == (2, 1, 3, 3)
 
 
+def test_throughput_pairs_the_runs_tell_apart_by_hand() -> None:
+    """Real throughputs 100, 106 and 200 samples/s, 3 runs each varying by 2%: the 95%
+    resolution of two means is t95(6) x 0.02 x sqrt((m_i^2 + m_j^2) / 3), 4.12 for the
+    first pair (6 apart: told apart), 6.32 and 6.40 for the others. The simulator says
+    107, 101 and 300: it reverses the first pair and orders the other two as the runs."""
+    t2 = 4.303  # t95 at 2 degrees of freedom: each point's own 3 runs
+    rows = []
+    for i, (r, s) in enumerate([(100.0, 107.0), (106.0, 101.0), (200.0, 300.0)]):
+        common = {"point": f"p{i}", "label": "ring", "workers": 2, "step_time_mean_s": 0.01}
+        rows.append(
+            common
+            | {"backend": "real", "throughput_samples_per_s": r, "replications": 3}
+            | {"throughput_ci95_samples_per_s": 0.02 * r * t2 / math.sqrt(3)}
+        )
+        rows.append(common | {"backend": "sim", "throughput_samples_per_s": s})
+    order = agreement(pd.DataFrame(rows)).order
+    assert order is not None
+    sigma, dof = order.noise
+    assert dof == 6 and sigma == pytest.approx(0.02, rel=1e-3)
+    assert (order.concordant, order.discordant, order.apart, order.pairs) == (2, 1, 3, 3)
+    # run once, the runs tell nothing apart: no ordering is claimed
+    once = pd.DataFrame(rows).assign(replications=1)
+    assert agreement(once).order is None
+
+
 @pytest.mark.parametrize(("x", "y"), [([], []), ([1.0], [2.0]), ([1, 2, 3], [5, 5, 5])])
 def test_kendall_tau_b_undefined(x: list[float], y: list[float]) -> None:
     assert kendall_tau_b(x, y) is None
