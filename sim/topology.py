@@ -130,6 +130,13 @@ class Topology:
         if links.core is not None and loopback is not None:
             self._core = len(capacity)
             capacity += [links.core] * n
+            if self._pinned is not None:  # a transfer crosses its two processes' cores
+                self.max_path += 2
+        # the compute of each host's processes together (`Links.beside`)
+        self._beside: int | None = None
+        if links.beside is not None and self._core is not None:
+            self._beside = len(capacity)
+            capacity += [links.beside] * all_hosts
         # each worker's memory, which the data it receives to reduce crosses
         self._memory: int | None = None
         if links.memory is not None:
@@ -180,11 +187,16 @@ class Topology:
         """What a worker's compute crosses where it shares its host's cores with the
         transfers: one core of its own (it computes on one at most) and the host's
         loopback (the cores every transfer inside the host shares); None elsewhere. Pinned
-        processes (`Links.pinned`) share their core with those pinned to the same one."""
+        processes (`Links.pinned`) share their core with those pinned to the same one;
+        with `Links.beside`, the compute of every process of the host shares one more
+        link, which slows processes computing side by side."""
         if self._core is None or self._loopback is None:
             return None
         core = worker if self._pinned is None else worker % self._pinned
-        links = [self._core + core, self._loopback + int(self.host_of[worker])]
+        host = int(self.host_of[worker])
+        links = [self._core + core, self._loopback + host]
+        if self._beside is not None:  # and what the host's processes compute together
+            links.append(self._beside + host)
         return self._padded(links, 0.0, False)
 
     def _route(self, src: int, dst: int) -> Route:
@@ -195,6 +207,10 @@ class Topology:
                 links += [self._port_both + src, self._port_both + dst]
             if self._loopback is not None:
                 links.append(self._loopback + hs)
+            if self._pinned is not None and self._core is not None:
+                # pinned processes move their tensors with the one core each computes on
+                cores = {w % self._pinned for w in (src, dst) if w < self.workers}
+                links += [self._core + core for core in sorted(cores)]
             latency, inter_host = self.fabric_latency, False
         else:
             links = [self._nic_out + hs]

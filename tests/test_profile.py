@@ -536,6 +536,43 @@ def test_each_message_holds_its_stages_core(tmp_path: Path) -> None:
     assert row["step_time_mean_s"] == pytest.approx(5 * (0.75 + 0.5) * 1e-3, rel=1e-9, abs=0)
 
 
+@pytest.mark.parametrize("micro", [1, 4])
+def test_a_stage_alone_computes_as_fast_as_alone(tmp_path: Path, micro: int) -> None:
+    # the stage of every layer took 6 ms alone and 8 ms with a second beside it. Two
+    # uniform stages, nothing to send: GPipe's first forward and, on the last stage, the
+    # last forward and first backward, and on the first stage the last backward, run
+    # alone; the M - 1 other forwards and backwards of each stage run beside the other
+    # stage's. A step is (2 T_alone + (M - 1) T_beside) / (2 M): 6 ms at one micro-batch
+    # (the stages take turns), 4.5 ms at four (5 ms were every op as slow as side by side)
+    entry = f"  - {{model: toy, batch_per_worker: 8, micro_batches: {micro}"
+    profile = PROFILE.replace(
+        "compute:\n",
+        f"compute:\n{entry}, step_time: 6 ms}}\n{entry}, processes: 2, step_time: 8 ms}}\n",
+    )
+    row = simulate(write(tmp_path, profile, PIPELINE), f"strategy.micro_batches={micro}")
+    expected = (2 * 6 + (micro - 1) * 8) / (2 * micro) * 1e-3
+    assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
+
+
+def test_a_message_between_stages_crosses_both_stages_cores(tmp_path: Path) -> None:
+    # each stage is a process pinned to a core, which moves its tensors: a message crosses
+    # the sender's and the receiver's core, each moving what a busy core moves (the
+    # exchange's 120 MB/s each way, below the one-way fit's 160). One micro-batch of 8
+    # samples, 15,000 floats a sample out of the first stage: 480 kB each way, while the
+    # other stage waits: a step is the stage alone + 2 (0.5 ms, a chained message's
+    # latency, + 480 kB / 120 MB/s) = 6 + 2 x 4.5 ms
+    entry = "  - {model: toy, batch_per_worker: 8, micro_batches: 1"
+    profile = PROFILE.replace(
+        "compute:\n",
+        f"compute:\n{entry}, step_time: 6 ms}}\n{entry}, processes: 2, step_time: 8 ms}}\n",
+    )
+    scenario = PIPELINE.replace(
+        "flops_per_sample: 1 GFLOP}", "flops_per_sample: 1 GFLOP, activations: 15000}"
+    )
+    row = simulate(write(tmp_path, profile, scenario), "strategy.micro_batches=1")
+    assert row["step_time_mean_s"] == pytest.approx((6 + 2 * (0.5 + 4.0)) * 1e-3, rel=1e-9, abs=0)
+
+
 @pytest.mark.parametrize("network", ["analytical", "flow"])
 def test_in_graph_reduces_in_the_measured_in_process_all_reduce(
     tmp_path: Path, network: str

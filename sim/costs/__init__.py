@@ -57,6 +57,9 @@ class Links:
     # stages, real/pipeline.py), device d computing on core d mod pinned; None: each on
     # a core of its own
     pinned: int | None = None
+    # with `core`: bytes/s the compute of all a host's processes shares (a pipeline's
+    # stages, slower side by side than alone: memory and caches); None: not modelled
+    beside: float | None = None
 
     @classmethod
     def of(cls, cluster: ClusterSpec, memory: float | None = None) -> Links:
@@ -154,6 +157,7 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
             core=cal.core_rate if compute_rate is not None else None,
             one_machine=cal.one_machine,
             pinned=cal.cpus if spec.strategy.kind == "pipeline" else None,
+            beside=cal.beside_capacity if compute_rate is not None else None,
         )
     coordinator = cal.coordinator or (0.0, 0.0)
     servers = ServerCosts(

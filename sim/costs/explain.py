@@ -28,6 +28,13 @@ def explain(spec: ScenarioSpec, cal: Calibration) -> tuple[tuple[str, ...], tupl
             beside = f" beside {cal.servers_beside} server process(es)"
         how = _how(profile, cal.step_model, batch, dtype, cal.processes)
         used.append(f"compute: {what} (P={cal.processes}{beside}): {cal.step_s * 1e3:.4g} ms{how}")
+        if cal.side_by_side is not None:
+            processes, side_s = cal.side_by_side
+            share = processes * cal.step_s / side_s
+            used.append(
+                f"compute side by side: {processes} stages at once took {side_s * 1e3:.4g} ms "
+                f"a step: the host's stages compute {share:.3g} cores' worth together"
+            )
     else:
         missing.append(
             f"compute: no entry for model {model.name} batch {batch} {dtype} in {path}; "

@@ -49,6 +49,10 @@ class Calibration:
     # a pipeline stage's core, for each activation or gradient it sends or receives (the
     # fed stage's step beyond the stage's alone, less the input's gradient, per message)
     stage_message_s: float = 0.0
+    # a pipeline's stages computed from the stage alone (`step_s`, `processes` 1): the
+    # stages side by side as measured, (P, their step time), which the host's compute
+    # shares (`beside_capacity`); None: compute is the side-by-side figure throughout
+    side_by_side: tuple[int, float] | None = None
     # in-graph replication on the calibrated machine: the all-reduce among the devices of
     # one process (the profile's in_graph fit for the host's devices)
     in_graph: Fit | None = None
@@ -79,6 +83,16 @@ class Calibration:
         computing at once on `cpus` cores, at most one each. None where compute does not
         share the cores with transfers (`shared_cores`)."""
         return core_share(self.cpus, self.processes) if self.shared_cores else None
+
+    @property
+    def beside_capacity(self) -> float | None:
+        """Bytes/s the compute of a host's processes shares, in the cores' unit: P stages
+        side by side each ran alone_s / side_s as fast as alone, so together they had
+        P x that of one core."""
+        if self.side_by_side is None or self.core_rate is None or self.step_s is None:
+            return None
+        processes, side_s = self.side_by_side
+        return processes * self.core_rate * self.step_s / side_s
 
     @property
     def loopback_capacity(self) -> float | None:
@@ -144,6 +158,8 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         devices = spec.cluster.devices_per_host
         in_graph = next((f for f in profile.in_graph if f.workers == devices), None)
     stage_message_s = 0.0
+    side_by_side = None
+    shared_cores = one_machine and step_s is not None and spec.sim.network_model == "flow"
     if strategy.kind == "pipeline" and strategy.stages > 1 and step_s is not None:
         # the stage alone and fed, each measured with no other stage working beside it
         alone_s, fed_s = (
@@ -152,6 +168,11 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         )
         if alone_s is not None and fed_s is not None:
             stage_message_s = message_cost(spec, alone_s, fed_s)
+        # a stage computing while the others wait runs as fast as alone; side by side, as
+        # measured side by side: the flow network shares the host's compute among them
+        if shared_cores and processes > 1 and alone_s is not None and alone_s < step_s:
+            side_by_side = (processes, step_s)
+            step_s, processes = alone_s, 1
     return Calibration(
         path=spec.cluster.profile,
         profile=profile,
@@ -167,11 +188,12 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         duplex_from=duplex_from,
         core_rate=core_rate,
         core_from=core_from,
-        shared_cores=one_machine and step_s is not None and spec.sim.network_model == "flow",
+        shared_cores=shared_cores,
         restart_s=restart_s,
         restart_from=restart_from,
         in_graph=in_graph,
         stage_message_s=stage_message_s,
+        side_by_side=side_by_side,
         **servers,
     )
 
