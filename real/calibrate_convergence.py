@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from scenarios.convergence import ConvergenceSpec, Updates, progress
+from scenarios.convergence import ConvergenceSpec, Updates, values
 from scenarios.profile import ConvergenceEntry, CurveFit
 from scenarios.schedule import scale_of, schedule_of
 from scenarios.spec import ScenarioSpec, StrategySpec
@@ -147,8 +147,7 @@ def predicted(spec: ConvergenceSpec, curve: CurveFit) -> np.ndarray:
         np.full(n, float(curve.batch)),
         np.asarray(curve.staleness[:n] + [0.0] * (n - len(curve.staleness)), dtype=float),
     )
-    e = progress(spec, updates)
-    return spec.metric_at(e[np.asarray(curve.steps) - 1])  # type: ignore[no-any-return]
+    return values(spec, updates)[np.asarray(curve.steps) - 1]  # type: ignore[no-any-return]
 
 
 def fit(curves: list[CurveFit], metric: str, initial: float) -> tuple[ConvergenceSpec, float]:

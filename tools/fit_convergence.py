@@ -2,7 +2,7 @@
 to Goyal et al. 2017's ImageNet top-1 errors, and show the fit beside every figure.
 
     python tools/fit_convergence.py          # the catalog entry against the figures
-    python tools/fit_convergence.py --fit    # fit again (Nelder-Mead; ~10 minutes)
+    python tools/fit_convergence.py --fit    # fit again from the entry (Nelder-Mead; minutes)
 
 Each figure is a 90-epoch run at a global batch kn: the rate 0.1 per 256 scaled by the
 rule (linear: kn/256; sqrt; none), warm-up over 5 epochs (gradual from 0.1, constant at
@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenarios import catalog, convergence  # noqa: E402
-from scenarios.convergence import ConvergenceSpec, Updates, progress  # noqa: E402
+from scenarios.convergence import ConvergenceSpec, Updates, values  # noqa: E402
 from scenarios.schedule import schedule  # noqa: E402
 
 IMAGES = 1_281_167  # ImageNet-1k training images
@@ -71,12 +71,12 @@ def final_error(spec: ConvergenceSpec, kn: int, warm: str, rule: str, rate: floa
     ).rates(np.arange(total))
     if warm == "constant":
         rates = np.where(np.arange(total) < 5 * IMAGES / kn, rate, rates)
-    e = progress(spec, Updates(rates, np.full(total, float(kn)), np.zeros(total), IMAGES))
-    return 100.0 * (1.0 - float(spec.metric_at(e[-1])))
+    metric = values(spec, Updates(rates, np.full(total, float(kn)), np.zeros(total), IMAGES))
+    return 100.0 * (1.0 - float(metric[-1]))
 
 
 def spec_of(x: np.ndarray) -> ConvergenceSpec:
-    scale, exponent, final, growth, lr_max, sharp, early = (float(v) for v in x)
+    scale, exponent, final, growth, lr_max, sharp, early, damage = (float(v) for v in x)
     return ConvergenceSpec(
         metric="accuracy",
         initial=0.001,
@@ -88,6 +88,24 @@ def spec_of(x: np.ndarray) -> ConvergenceSpec:
         lr_max=float(np.exp(lr_max)),
         early_sharpness=float(np.exp(-abs(sharp))),
         early_epochs=float(np.exp(early)),
+        early_damage=float(np.exp(damage)),
+    )
+
+
+def x_of(spec: ConvergenceSpec) -> np.ndarray:
+    """spec_of's inverse: where a search from `spec` starts."""
+    final = min(spec.final, 0.999)
+    return np.array(
+        [
+            np.log(spec.scale_samples),
+            np.log(spec.exponent),
+            np.log(final / (1.0 - final)),
+            np.log(max(spec.noise_growth, 1e-6)),
+            np.log(spec.lr_max),
+            -np.log(spec.early_sharpness),
+            np.log(max(spec.early_epochs, 1e-6)),
+            np.log(max(spec.early_damage, 1e-12)),
+        ]
     )
 
 
@@ -102,7 +120,8 @@ def fit() -> ConvergenceSpec:
         return sum((final_error(spec, *row[:4]) - row[4]) ** 2 for row in FIT)
 
     convergence.EXACT_UPDATES = 3000  # coarser while searching
-    x0 = np.array([12.4, -0.5, 1.4, 0.0, 2.0, 3.0, 0.0])
+    x0 = x_of(ConvergenceSpec(**catalog.entry("convergence", "resnet50")))
+    x0[-1] = max(x0[-1], -5.0)  # an entry with no early damage starts from some
     best = minimize(loss, x0, method="Nelder-Mead", options={"maxiter": 3000, "fatol": 1e-5})
     convergence.EXACT_UPDATES = 20_000
     return spec_of(best.x)
