@@ -17,7 +17,10 @@ What is measured (never the multi-worker runs a simulation will predict):
 - all-reduce: MultiWorkerMirroredStrategy's ring all-reduce among N processes for every N
   > 1 the scenario's all-reduce points use, and among 2 wherever processes move tensors
   (all-reduce on several, parameter servers: it sets what a busy core moves), fitted the
-  same way (algbw; busbw = algbw x 2(N-1)/N, nccl-tests' definitions).
+  same way (algbw; busbw = algbw x 2(N-1)/N, nccl-tests' definitions); in graph, among
+  the N devices of one process (MirroredStrategy);
+- dispatch (in-graph points): each step's forward and backward alone of N single-worker
+  processes at once, and of one process driving N devices: what the one client costs.
 
 The profile (`scenarios/profile.py`) records every median point, the fits and their
 quality (r2 and the worst relative residual), so a user sees how far alpha-beta holds.
@@ -158,6 +161,34 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
     ]
     jobs += [Job(role="ps", index=j, serve=True) for j in range(servers)]
     result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
+    return _compute_entry(spec, result, processes, servers=servers)
+
+
+def measure_dispatch(spec: ScenarioSpec, steps: int = COMPUTE_STEPS) -> list[ComputeEntry]:
+    """What in-graph replication's one client costs: each step's forward and backward
+    alone (no update, no all-reduce) of D single-worker processes at once, then of one
+    process driving D devices with MirroredStrategy, as the point's in-graph job does
+    (D: the host's devices). The simulator charges each device the difference over D
+    (sim/costs/measured.py)."""
+    devices = spec.cluster.devices_per_host
+    quiet = [0.0] * (spec.training.warmup_steps + steps)
+    fields = dict(steps=steps, hiccups=quiet, checkpoint_dir=None, gradients_only=True)
+    alone = jobs_for(_single_worker(spec), 1)[0].replace(standalone=True, **fields)
+    apart = [alone.replace(index=i) for i in range(devices)]
+    (together,) = jobs_for(spec)  # one process, `devices` replicas
+    entries = []
+    for jobs, in_graph in ((apart, False), ([together.replace(**fields)], True)):
+        result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
+        entries.append(
+            _compute_entry(spec, result, devices, gradients_only=True, in_graph=in_graph)
+        )
+    return entries
+
+
+def _compute_entry(spec: ScenarioSpec, result: Any, processes: int, **fields: Any) -> ComputeEntry:
+    """A compute entry from a launch's step records: workers 0 to `processes` - 1 (an
+    in-graph process reports a record per device, each a worker)."""
+    warmup = spec.training.warmup_steps
     durations: list[float] = []
     for worker in range(processes):
         ends = sorted(r["end"] for r in result.of("step") if r["worker"] == worker)
@@ -175,7 +206,7 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
             "batch_per_worker": spec.training.batch_per_worker,
             "dtype": spec.model.dtype,
             "processes": processes,
-            "servers": servers,
+            **fields,
             # the mean, as throughput sees it (steps on a shared machine have a long tail)
             "step_time": f"{float(np.mean(t))} s",
             "p10": f"{float(np.percentile(t, 10))} s",
@@ -440,11 +471,15 @@ def probes_of(spec: ScenarioSpec) -> list[Probe]:
     (sim/costs/measured.py, "exchange" and "cores"); under all-reduce, the collective on as
     many processes as the point's too (reported, not used); under parameter servers, the
     coordinator and the model's update and closures on the point's servers; a pipeline's
-    stage alone and fed by a stage of its own, one at a time (its messages' cost)."""
+    stage alone and fed by a stage of its own, one at a time (its messages' cost); in
+    graph, the all-reduce among one process's devices and the dispatch probe (its
+    client's cost)."""
     probes: list[Probe] = [("transfer",)]
     st = spec.strategy
     if st.kind == "allreduce" and st.replication == "in_graph" and spec.workers > 1:
-        return [*probes, ("in_graph", spec.cluster.devices_per_host)]
+        devices = spec.cluster.devices_per_host
+        model = (spec.model.name, spec.training.batch_per_worker)
+        return [*probes, ("in_graph", devices), ("dispatch", *model, devices)]
     if st.kind == "pipeline" and st.stages > 1:
         return [*probes, ("fed", spec.model.name, spec.training.batch_per_worker, st.micro_batches)]
     if spec.strategy.kind == "allreduce" and spec.workers > 1:
@@ -463,6 +498,10 @@ def measure_probe(probe: Probe, spec: ScenarioSpec, into: Measured) -> str:
     device = spec.real.device
     if probe[0] == "fed":
         pair = [measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, fed=f) for f in (False, True)]
+        into.compute += pair
+        return "\n".join(map(describe_compute, pair))
+    if probe[0] == "dispatch":
+        pair = measure_dispatch(spec)
         into.compute += pair
         return "\n".join(map(describe_compute, pair))
     if probe[0] == "transfer":
@@ -585,6 +624,10 @@ def describe_compute(entry: ComputeEntry) -> str:
         beside += f", a pipeline stage of every layer in {entry.micro_batches} micro-batches"
     if entry.fed:
         beside += ", fed by a stage of its own"
+    if entry.gradients_only:
+        beside += ", forward and backward only" + (
+            f", one process driving {entry.processes} devices" if entry.in_graph else ""
+        )
     return (
         f"compute: {entry.model} batch {entry.batch_per_worker}, {entry.processes} "
         f"process(es) at once{beside}: {entry.step_time * 1e3:.2f} ms per step "

@@ -254,4 +254,14 @@ def drift(profile: Profile, later: Sequence[ComputeEntry]) -> dict[str, Any] | N
 
 
 def _compute_key(e: ComputeEntry) -> tuple[Any, ...]:
-    return (e.model, e.batch_per_worker, e.dtype, e.processes, e.servers, e.micro_batches, e.fed)
+    return (
+        e.model,
+        e.batch_per_worker,
+        e.dtype,
+        e.processes,
+        e.servers,
+        e.micro_batches,
+        e.fed,
+        e.gradients_only,
+        e.in_graph,
+    )

@@ -39,7 +39,7 @@ def _configure_threads(tf: Any, job: Job) -> None:
 
 
 def _strategy(tf: Any, job: Job) -> Any:
-    if job.local_devices > 1:  # in graph: one client, every device of the host
+    if job.local_devices > 1 or job.mirrored:  # in graph: one client, every device of the host
         kind = "GPU" if job.device == "gpu" else "CPU"
         return tf.distribute.MirroredStrategy(
             [f"/device:{kind}:{i}" for i in range(job.local_devices)]
@@ -141,7 +141,7 @@ def run(job: Job) -> None:
     global_batch = batch * workers * replicas
     tf.random.set_seed(job.seed * 1000 + index)
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
-    if replicas > 1:  # each replica its own synthetic batch, placed on its device once
+    if replicas > 1 or job.mirrored:  # each replica its own batch, placed on its device once
         own = [
             _batches(tf, job.replace(index=index * replicas + r), batch, shape, classes)
             for r in range(replicas)
@@ -169,6 +169,9 @@ def run(job: Job) -> None:
         # share the clock, so it compares with time.time() outside)
         with tf.control_dependencies([g for g in grads if g is not None]):
             computed = tf.timestamp()
+        if job.gradients_only:  # the dispatch probe: every gradient made, none applied
+            with tf.control_dependencies([computed]):
+                return tf.identity(loss), computed
         with tf.control_dependencies([computed]):
             # Keras 3 optimizers all-reduce the gradients across replicas themselves
             optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))

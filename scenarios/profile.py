@@ -17,6 +17,9 @@ machine at hand, never of the multi-worker runs a simulation is about to predict
 - `coordinator`: the round trips of TensorFlow's ClusterCoordinator itself (dispatching a
   closure to a worker and fetching its result; running a function on a server variable),
   which every parameter-server update pays on top of moving its tensors;
+- `compute` entries with `gradients_only` (the dispatch probe): a step's forward and
+  backward alone, of N single-worker processes at once and of one process driving N
+  devices (`in_graph`): what in-graph replication's one client costs each device;
 - `in_graph`: the all-reduce among N devices of one process (MirroredStrategy over
   logical CPUs, or the visible GPUs), fitted the same way: what in-graph replication's
   gradients cost, never crossing a process;
@@ -87,6 +90,11 @@ class ComputeEntry(_Strict):
     # that stage fed by a process of its own, which sends it each micro-batch's input and
     # takes back the input's gradient: what a stage's messages cost its core
     fed: bool = False
+    # the dispatch probe: each step's forward and backward only (no update, no all-reduce),
+    # of `processes` single-worker processes at once, or (`in_graph`) of one process
+    # driving `processes` devices with MirroredStrategy: what its one client costs
+    gradients_only: bool = False
+    in_graph: bool = False
     step_time: PositiveSeconds  # mean (what throughput sees; p10/p90 give the spread)
     p10: Seconds | None = None
     p90: Seconds | None = None
@@ -315,6 +323,8 @@ class Profile(_Strict):
         servers: int = 0,
         micro_batches: int = 1,
         fed: bool = False,
+        gradients_only: bool = False,
+        in_graph: bool = False,
     ) -> float | None:
         """Measured single-worker step time with `processes` such processes on the host.
 
@@ -328,6 +338,8 @@ class Profile(_Strict):
             and e.dtype == dtype
             and e.micro_batches == micro_batches
             and e.fed == fed
+            and e.gradients_only == gradients_only
+            and e.in_graph == in_graph
         ]
         # measured beside as many listening servers, if it was; else without any
         beside = [e for e in entries if e.servers == servers]
@@ -400,6 +412,8 @@ def dump_profile(profile: Profile) -> str:
                 "servers": e.servers,
                 **({"micro_batches": e.micro_batches} if e.micro_batches > 1 else {}),
                 **({"fed": True} if e.fed else {}),
+                **({"gradients_only": True} if e.gradients_only else {}),
+                **({"in_graph": True} if e.in_graph else {}),
                 "step_time": seconds(e.step_time),
                 **({"p10": seconds(e.p10)} if e.p10 is not None else {}),
                 **({"p90": seconds(e.p90)} if e.p90 is not None else {}),

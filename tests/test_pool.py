@@ -161,6 +161,30 @@ def test_probes_of_a_point() -> None:
     )
     assert folded.step_time("m", 8, micro_batches=4) == pytest.approx(0.1)
     assert folded.step_time("m", 8, micro_batches=4, fed=True) == pytest.approx(0.25)
+    # in graph: the in-process all-reduce and the dispatch probe at the point's batch
+    graph = ring.replace("{kind: allreduce}", "{kind: allreduce, replication: in_graph}")
+    (mirrored,) = loads(graph).points
+    assert probes_of(mirrored.spec) == [("transfer",), ("in_graph", 2), ("dispatch", "mlp", 8, 2)]
+    # the dispatch probe's entries pool apart from each other and from the full step
+    step, apart, together = (
+        ComputeEntry.model_validate(
+            {
+                "model": "m",
+                "batch_per_worker": 8,
+                "processes": 2,
+                "gradients_only": go,
+                "in_graph": ig,
+                "step_time": t,
+            }
+        )
+        for go, ig, t in ((False, False, "10 ms"), (True, False, "3 ms"), (True, True, "5 ms"))
+    )
+    later = Measured(compute=[together.model_copy(update={"step_time": 7e-3})])
+    folded = fold(profile_with(step, apart, together), later)
+    assert folded.step_time("m", 8, processes=2) == pytest.approx(10e-3)
+    assert folded.step_time("m", 8, processes=2, gradients_only=True) == pytest.approx(3e-3)
+    together_s = folded.step_time("m", 8, processes=2, gradients_only=True, in_graph=True)
+    assert together_s == pytest.approx(6e-3)
 
 
 def profile_with(*entries: ComputeEntry) -> Profile:

@@ -62,8 +62,16 @@ def test_dump_and_load_round_trip(tmp_path: Path) -> None:
                     "steps": 50,
                     "micro_batches": m,
                     "fed": fed,
+                    "gradients_only": go,
+                    "in_graph": ig,
                 }
-                for p, t, m, fed in ((1, 6.4, 1, False), (2, 7.25, 1, False), (1, 9.0, 4, True))
+                for p, t, m, fed, go, ig in (
+                    (1, 6.4, 1, False, False, False),
+                    (2, 7.25, 1, False, False, False),
+                    (1, 9.0, 4, True, False, False),
+                    (2, 3.0, 1, False, True, False),
+                    (2, 5.0, 1, False, True, True),
+                )
             ],
             "transfer": {
                 "latency": "1.9 ms",
@@ -95,8 +103,10 @@ def test_dump_and_load_round_trip(tmp_path: Path) -> None:
     assert again.machine == profile.machine
     assert again.compute[1].step_time == pytest.approx(7.25e-3, rel=1e-9)
     assert again.compute[0].p90 == pytest.approx(6.4e-3 * 1.2, rel=1e-5)
-    assert [e.micro_batches for e in again.compute] == [1, 1, 4]
-    assert [e.fed for e in again.compute] == [False, False, True]
+    assert [e.micro_batches for e in again.compute] == [1, 1, 4, 1, 1]
+    assert [e.fed for e in again.compute] == [False, False, True, False, False]
+    assert [e.gradients_only for e in again.compute] == [False, False, False, True, True]
+    assert [e.in_graph for e in again.compute] == [False, False, False, False, True]
     assert again.transfer is not None
     assert again.transfer.latency == pytest.approx(1.9e-3, rel=1e-9)
     assert again.transfer.bandwidth == pytest.approx(1.6e8, rel=1e-9)
@@ -593,3 +603,38 @@ def test_in_graph_reduces_in_the_measured_in_process_all_reduce(
     plain = write(tmp_path, PROFILE)
     alone = simulate(plain, *sets, "strategy.replication=in_graph")
     assert alone["step_time_mean_s"] == between["step_time_mean_s"]
+
+
+@pytest.mark.parametrize("network", ["analytical", "flow"])
+def test_in_graph_charges_each_device_its_one_clients_dispatch(
+    tmp_path: Path, network: str
+) -> None:
+    # the dispatch probe: forward and backward of 2 processes at once 3 ms a step, of one
+    # process driving 2 devices 5 ms: the client costs each device (5 - 3) / 2 = 1 ms, so
+    # the in-graph step is the 2 processes' step + 2 x 1 ms, then the all-reduce
+    go = "  - {model: toy, batch_per_worker: 10, processes: 2, gradients_only: true"
+    profile = PROFILE.replace(
+        "compute:\n",
+        f"compute:\n{go}, step_time: 3 ms}}\n{go}, in_graph: true, step_time: 5 ms}}\n",
+    ) + (
+        "in_graph:\n"
+        "  - {workers: 2, latency: 0.3 ms, bandwidth: 2 GB/s, r2: 0.99, max_rel_residual: 0.1}\n"
+    )
+    path = write(tmp_path, profile)
+    sets = ("cluster.devices_per_host=2", f"sim.network_model={network}")
+    row = simulate(path, *sets, "strategy.replication=in_graph")
+    expected = STEP_2 + 2 * 1e-3 + 0.3e-3 + S / 2e9
+    assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
+    point = load(path, (*sets, "strategy.replication=in_graph")).points[0]
+    cal = calibration_of(point.spec, point.profile)
+    assert cal is not None and cal.dispatch_s == pytest.approx(1e-3)
+    assert any("costs each of its 2 devices 1 ms" in line for line in cal.used)
+    # between graph pays no client's dispatch; a probe that found the one process faster
+    # (noise) charges nothing
+    between = simulate(path, *sets)
+    assert (
+        between["step_time_mean_s"] == simulate(write(tmp_path, PROFILE), *sets)["step_time_mean_s"]
+    )
+    faster = profile.replace("in_graph: true, step_time: 5 ms", "in_graph: true, step_time: 2 ms")
+    row = simulate(write(tmp_path, faster), *sets, "strategy.replication=in_graph")
+    assert row["step_time_mean_s"] == pytest.approx(STEP_2 + 0.3e-3 + S / 2e9, rel=1e-9, abs=0)

@@ -209,3 +209,31 @@ def test_in_graph_is_one_process_driving_both_devices(tmp_path: Path, own: str) 
     assert first.iloc[0] != first.iloc[1]
     assert (last.to_numpy() < first.to_numpy()).all()
     assert not tagged(own)
+
+
+def test_the_dispatch_probe_computes_gradients_and_applies_none(own: str) -> None:
+    """The dispatch probe (real/calibrate.py `measure_dispatch`): 2 processes at once,
+    then one process driving 2 devices, each step's forward and backward only. Every
+    step trains on the same synthetic batch, so with no update each process's loss is
+    the same at every step; trained, it falls."""
+    from real.calibrate import measure_dispatch
+    from real.launcher import Launcher
+    from real.runner import jobs_for
+    from scenarios import loads
+
+    (point,) = loads(IN_GRAPH).points
+    apart, together = measure_dispatch(point.spec, steps=6)
+    assert (apart.processes, apart.gradients_only, apart.in_graph) == (2, True, False)
+    assert (together.processes, together.gradients_only, together.in_graph) == (2, True, True)
+    assert apart.steps == together.steps == 2 * 6
+    (job,) = jobs_for(point.spec)
+    for gradients_only in (True, False):
+        result = Launcher([job.replace(gradients_only=gradients_only)], 120.0, "cpu").run()
+        for device in (0, 1):
+            losses = [r["loss"] for r in result.of("step") if r["worker"] == device]
+            assert len(losses) == 5
+            if gradients_only:
+                assert losses == pytest.approx([losses[0]] * 5, rel=1e-6)
+            else:
+                assert losses[-1] < losses[0]
+    assert not tagged(own)

@@ -53,6 +53,8 @@ def explain(spec: ScenarioSpec, cal: Calibration) -> tuple[tuple[str, ...], tupl
                 f"pipeline messages: no fed stage at {st.micro_batches} micro-batches in "
                 f"{path} (or it measured no cost); the stages' messages cost their cores nothing"
             )
+    if st.kind == "allreduce" and st.replication == "in_graph" and spec.workers > 1:
+        _in_graph_lines(spec, cal, used, missing)
     transfer = cal.transfer
     if transfer is None:
         missing.append(
@@ -112,6 +114,40 @@ def explain(spec: ScenarioSpec, cal: Calibration) -> tuple[tuple[str, ...], tupl
     if spec.strategy.kind == "parameter_server":
         _servers_lines(spec, cal, used, missing)
     return tuple(used), tuple(missing)
+
+
+def _in_graph_lines(
+    spec: ScenarioSpec, cal: Calibration, used: list[str], missing: list[str]
+) -> None:
+    devices, path = spec.cluster.devices_per_host, cal.path
+    if not cal.one_machine:
+        missing.append(
+            f"in graph: {spec.cluster.hosts} host(s) and no transfer fit in {path}: the "
+            "cluster is not the calibrated machine; catalog collectives and no dispatch cost"
+        )
+        return
+    if cal.in_graph is not None:
+        fit = cal.in_graph
+        used.append(
+            f"in graph: the all-reduce among {devices} devices of one process, latency "
+            f"{fit.latency * 1e3:.4g} ms, bandwidth {fit.bandwidth / 1e6:.4g} MB/s"
+        )
+    else:
+        missing.append(
+            f"in graph: no all-reduce among {devices} devices of one process in {path}; "
+            "the all-reduce runs over the transfer fit"
+        )
+    if cal.dispatch_s > 0:
+        used.append(
+            f"in graph: the one client costs each of its {devices} devices "
+            f"{cal.dispatch_s * 1e3:.3g} ms a step (dispatch probe), "
+            f"{devices * cal.dispatch_s * 1e3:.3g} ms in the compute above"
+        )
+    else:
+        missing.append(
+            f"in graph: no dispatch probe for {devices} devices in {path} (or it measured "
+            "no cost); the one client costs nothing beyond the compute"
+        )
 
 
 _PROBES = {

@@ -56,6 +56,10 @@ class Calibration:
     # in-graph replication on the calibrated machine: the all-reduce among the devices of
     # one process (the profile's in_graph fit for the host's devices)
     in_graph: Fit | None = None
+    # in graph: what the one client costs each device it drives, a step (the dispatch
+    # probe: one process's forward and backward on D devices, less D processes', over D),
+    # already in `step_s`
+    dispatch_s: float = 0.0
     # processes started to their first step: what relaunching the job costs, and how it
     # was measured ("restart": this job relaunched; "startup": single-worker processes)
     restart_s: float | None = None
@@ -153,10 +157,13 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     servers: dict[str, Any] = {}
     if strategy.kind == "parameter_server":
         servers = _servers(spec, profile, one_machine)
-    in_graph = None
+    in_graph, dispatch_s = None, 0.0
     if strategy.kind == "allreduce" and strategy.replication == "in_graph" and one_machine:
         devices = spec.cluster.devices_per_host
         in_graph = next((f for f in profile.in_graph if f.workers == devices), None)
+        dispatch_s = client_dispatch(profile, step_model, batch, dtype, devices)
+        if step_s is not None:
+            step_s += devices * dispatch_s
     stage_message_s = 0.0
     side_by_side = None
     shared_cores = one_machine and step_s is not None and spec.sim.network_model == "flow"
@@ -192,10 +199,25 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         restart_s=restart_s,
         restart_from=restart_from,
         in_graph=in_graph,
+        dispatch_s=dispatch_s,
         stage_message_s=stage_message_s,
         side_by_side=side_by_side,
         **servers,
     )
+
+
+def client_dispatch(profile: Profile, model: str, batch: int, dtype: str, devices: int) -> float:
+    """Seconds a step that in-graph replication's one client costs each of the `devices`
+    it drives: the dispatch probe's forward and backward of one process on the devices
+    less that of as many processes at once, over the devices (none below zero, which is
+    the probe's noise; 0 where the profile has no such probe)."""
+    apart, together = (
+        profile.step_time(model, batch, dtype, devices, gradients_only=True, in_graph=g)
+        for g in (False, True)
+    )
+    if apart is None or together is None:
+        return 0.0
+    return max(0.0, together - apart) / devices
 
 
 def message_cost(spec: ScenarioSpec, alone_s: float, fed_s: float) -> float:
