@@ -5,7 +5,8 @@ serves (`real/ps.py`'s `serve`), pinned to one core of the host on CPU (a stage 
 device: unpinned, one process's inter-op threads run micro-batches side by side on every
 core and a one-stage "pipeline" is already parallel). The chief connects to the cluster
 (`tf.config.experimental_connect_to_cluster`), places each stage's Dense layers, their
-momentum and the synthetic batch on its task, and runs the whole step as one
+momentum and the batch on its task (synthetic, made once; or the digits, written to the
+first and last stages' tasks every step), and runs the whole step as one
 `tf.function` (docs/tf-notes.md: separate calls from one client run in turn):
 
     stage k, in the order of the schedule (scenarios.pipeline.schedule_of):
@@ -21,7 +22,9 @@ Activations and their gradients go task to task (gRPC), never through the client
 
 Each stage reports one step record per step: `start` when its first input arrived,
 `end` when its update was done (`tf.timestamp` on its task; every process shares the host
-clock). The time between includes the stage's bubble: `compute_end` is `end`.
+clock). The time between includes the stage's bubble: `compute_end` is `end`. With a
+target, the chief evaluates the whole pipeline's forward on the held-out split every few
+steps (real/evaluate.py) and stops once it is met.
 """
 
 from __future__ import annotations
@@ -129,10 +132,17 @@ def coordinate(job: Job) -> None:
             slots.append(moments)
         first += count
     inputs, classes = layers[0][0], layers[-1][1]
-    with tf.device(devices[0]):  # synthetic data made once, where it is used
+    # the batch lives where it is used: its inputs on the first stage's task, its labels
+    # on the last's; synthetic data are made once, digits written there every step
+    with tf.device(devices[0]):
         x_all = tf.Variable(rng.uniform(0, 1, (batch, inputs)).astype(np.float32))
     with tf.device(devices[-1]):
         y_all = tf.Variable(rng.integers(0, classes, batch).astype(np.int32))
+    batches = None
+    if job.data == "digits":
+        from .worker import _batches
+
+        batches = _batches(tf, job, batch, (inputs,), classes)
     rates = None if job.schedule is None else Schedule.of(job.schedule)
 
     def forward(k: int, x: Any) -> Any:
@@ -140,6 +150,13 @@ def coordinate(job: Job) -> None:
             x = tf.matmul(x, kernel) + bias
             if relu:
                 x = tf.nn.relu(x)
+        return x
+
+    def model(x: Any, training: bool = False) -> Any:
+        """The whole pipeline's forward, stage after stage on their tasks (evaluation)."""
+        for k in range(stages):
+            with tf.device(devices[k]):
+                x = forward(k, x)
         return x
 
     def variables(k: int) -> list[Any]:
@@ -228,11 +245,18 @@ def coordinate(job: Job) -> None:
                     ends[k] = tf.timestamp()
         return tf.stack(starts), tf.stack(ends), tf.add_n(losses)
 
+    from .evaluate import Evaluator
+
+    evaluator = Evaluator.of(tf, job, model, (inputs,))
     params = sum(int(np.prod(v.shape)) for k in range(stages) for v in variables(k))
     protocol.ready(0, launched, params)
     total = job.warmup_steps + job.steps
     for step in range(total):
         rate = job.learning_rate if rates is None else rates.rate(step)
+        if batches is not None:  # the next batch onto the stages' tasks
+            x, y = next(batches)
+            x_all.assign(x)
+            y_all.assign(y)
         starts, ends, loss = train_step(tf.constant(rate, tf.float32))
         starts, ends, loss = starts.numpy(), ends.numpy(), float(loss)
         for k in range(stages):
@@ -247,6 +271,8 @@ def coordinate(job: Job) -> None:
                     "loss": loss,
                 }
             )
+        if evaluator is not None and evaluator.due(step + 1, total) and evaluator(step + 1, 0):
+            break  # the target is met
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
 
 

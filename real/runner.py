@@ -188,7 +188,7 @@ def pipeline_jobs(
 
 def pipeline_problems(spec: ScenarioSpec) -> list[str]:
     """What of a pipeline run-real cannot run (real/pipeline.py runs one copy of an mlp
-    model, synthetic data, no stragglers, failures or checkpoints)."""
+    model, on synthetic data or the digits, no stragglers, failures or checkpoints)."""
     st, problems = spec.strategy, []
     keras = spec.model.keras
     if keras is None or keras.builder != "mlp":
@@ -206,27 +206,27 @@ def pipeline_problems(spec: ScenarioSpec) -> list[str]:
             f"strategy.servers: {st.servers} (run-real's pipeline keeps each stage's "
             "variables on the stage's own task)"
         )
-    return problems + one_client_problems(spec, "a pipeline")
+    return problems + one_client_problems(spec, "a pipeline", data=True)
 
 
 def in_graph_problems(spec: ScenarioSpec) -> list[str]:
     """What of in-graph replication run-real cannot run: more than one host's devices,
-    and what `one_client_problems` says."""
+    and what `one_client_problems` says (its replicas train on the digits, to a target)."""
     problems = []
     if spec.cluster.hosts > 1:
         problems.append(
             f"cluster.hosts: {spec.cluster.hosts} with strategy.replication: in_graph "
             "(run-real drives one host's devices from one client)"
         )
-    return problems + one_client_problems(spec, "in-graph replication")
+    return problems + one_client_problems(spec, "in-graph replication", data=True)
 
 
-def one_client_problems(spec: ScenarioSpec, what: str) -> list[str]:
+def one_client_problems(spec: ScenarioSpec, what: str, data: bool = False) -> list[str]:
     """What a job whose one client drives several devices (a pipeline, in-graph
-    replication) cannot run: targets and digits data, stragglers (a client's sleep would
-    slow every device), failures and checkpoints."""
+    replication) cannot run: targets and digits data unless `data`, stragglers (a
+    client's sleep would slow every device), failures and checkpoints."""
     problems = []
-    if spec.training.target is not None or spec.training.data != "synthetic":
+    if not data and (spec.training.target is not None or spec.training.data != "synthetic"):
         problems.append(f"training.target or training.data: digits with {what}")
     s = spec.stragglers
     if s.jitter or s.slow or (s.transient is not None and s.transient.probability > 0):

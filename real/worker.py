@@ -139,21 +139,38 @@ def run(job: Job) -> None:
     index, workers, replicas = job.index, job.workers, job.local_devices
     batch = job.batch_per_worker
     global_batch = batch * workers * replicas
-    tf.random.set_seed(job.seed * 1000 + index)
+    # TensorFlow's and Keras 3's own generators (Keras draws its initial weights from a
+    # seed generator of its own, which tf.random.set_seed alone leaves unseeded)
+    tf.keras.utils.set_random_seed(job.seed * 1000 + index)
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
-    if replicas > 1 or job.mirrored:  # each replica its own batch, placed on its device once
+    if replicas > 1 or job.mirrored:
+        # each replica its own batch, as a worker of its own would have it (its shard of
+        # the digits, its seed); synthetic batches are placed on the devices once
         own = [
-            _batches(tf, job.replace(index=index * replicas + r), batch, shape, classes)
+            _batches(
+                tf,
+                job.replace(index=index * replicas + r, workers=workers * replicas),
+                batch,
+                shape,
+                classes,
+            )
             for r in range(replicas)
         ]
-        made = [next(b) for b in own]
-        placed = [
-            strategy.experimental_distribute_values_from_function(
-                lambda ctx, part=part: made[ctx.replica_id_in_sync_group][part]
+
+        def place() -> tuple[Any, Any]:
+            made = [next(b) for b in own]
+            return tuple(  # type: ignore[return-value]
+                strategy.experimental_distribute_values_from_function(
+                    lambda ctx, part=part: made[ctx.replica_id_in_sync_group][part]
+                )
+                for part in (0, 1)
             )
-            for part in (0, 1)
-        ]
-        batches: Any = iter(lambda: tuple(placed), None)
+
+        if job.data == "digits":
+            batches: Any = iter(place, None)
+        else:
+            placed = place()
+            batches = iter(lambda: placed, None)
     else:
         batches = _batches(tf, job, batch, shape, classes)
     from .evaluate import Evaluator

@@ -237,3 +237,69 @@ def test_the_dispatch_probe_computes_gradients_and_applies_none(own: str) -> Non
             else:
                 assert losses[-1] < losses[0]
     assert not tagged(own)
+
+
+DIGITS_IN_GRAPH = """
+version: 1
+name: real-in-graph-digits
+seed: 3
+model: {name: small-mlp, keras: {builder: mlp, inputs: 64, hidden: [32], classes: 10}}
+cluster: {hosts: 1, devices_per_host: 2, device: cpu, host_link: loopback}
+training:
+  data: digits
+  batch_per_worker: 16
+  warmup_steps: 0
+  max_steps: 60
+  learning_rate: {base: 0.05}
+  target: {metric: loss, value: 1.0}
+  evaluation: {every_steps: 5}
+strategy: {kind: allreduce, algorithm: ring, overlap: false, replication: REPLICATION}
+real: {timeout: 3 min, baseline: false}
+"""
+
+
+def test_in_graph_trains_on_the_digits_to_a_target_as_between_graph_does(
+    tmp_path: Path, own: str
+) -> None:
+    """Replica r of one process takes the shard, the shuffle and the initial weights that
+    process r of the between-graph job takes, and both average the same two gradients
+    each update: the held-out loss after every evaluation is the same, and so is the
+    update at which it first meets the target."""
+    curves = {}
+    for replication in ("between_graph", "in_graph"):
+        path = tmp_path / f"{replication}.yaml"
+        path.write_text(DIGITS_IN_GRAPH.replace("REPLICATION", replication))
+        out = tmp_path / replication
+        proc = run_real(str(path), "--out", str(out))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        curves[replication] = pd.read_csv(out / vocab.CURVES_FILE)
+        (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+        assert row["steps_to_target"] == curves[replication]["step"].iloc[-1]
+    between, graph = curves["between_graph"], curves["in_graph"]
+    assert len(between) >= 2 and graph["step"].tolist() == between["step"].tolist()
+    assert graph["value"].to_numpy() == pytest.approx(between["value"].to_numpy(), rel=1e-4)
+    assert graph["value"].iloc[-1] <= 1.0 < graph["value"].iloc[0]
+    assert not tagged(own)
+
+
+def test_a_pipeline_trains_on_the_digits_to_a_target(tmp_path: Path, own: str) -> None:
+    """A 2-stage pipeline on the digits: the chief writes each batch to the stages' tasks,
+    evaluates the whole pipeline's forward on the held-out split every 5 updates, and
+    stops at the first evaluation that meets the target; its results say where."""
+    scenario = DIGITS_IN_GRAPH.replace(
+        "{kind: allreduce, algorithm: ring, overlap: false, replication: REPLICATION}",
+        "{kind: pipeline, stages: 2, micro_batches: 2}",
+    ).replace("hidden: [32]", "hidden: [32, 32]")
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(scenario)
+    out = tmp_path / "out"
+    proc = run_real(str(path), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    curve = pd.read_csv(out / vocab.CURVES_FILE)
+    assert curve["step"].tolist() == list(range(5, 5 * len(curve) + 1, 5))
+    assert (curve["value"].iloc[:-1] > 1.0).all() and curve["value"].iloc[-1] <= 1.0
+    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
+    assert row["steps_to_target"] == curve["step"].iloc[-1]
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    assert steps["step"].max() + 1 == row["steps_to_target"]  # no update past the target
+    assert not tagged(own)
