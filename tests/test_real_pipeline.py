@@ -286,10 +286,15 @@ def test_a_pipeline_trains_on_the_digits_to_a_target(tmp_path: Path, own: str) -
     """A 2-stage pipeline on the digits: the chief writes each batch to the stages' tasks,
     evaluates the whole pipeline's forward on the held-out split every 5 updates, and
     stops at the first evaluation that meets the target; its results say where."""
-    scenario = DIGITS_IN_GRAPH.replace(
-        "{kind: allreduce, algorithm: ring, overlap: false, replication: REPLICATION}",
-        "{kind: pipeline, stages: 2, micro_batches: 2}",
-    ).replace("hidden: [32]", "hidden: [32, 32]")
+    scenario = (
+        DIGITS_IN_GRAPH.replace(
+            "{kind: allreduce, algorithm: ring, overlap: false, replication: REPLICATION}",
+            "{kind: pipeline, stages: 2, micro_batches: 2}",
+        )
+        .replace("hidden: [32]", "hidden: [32, 32]")
+        .replace("base: 0.05", "base: 0.02")  # one copy: the batch of 16 alone
+        .replace("max_steps: 60", "max_steps: 200")
+    )
     path = tmp_path / "pipeline.yaml"
     path.write_text(scenario)
     out = tmp_path / "out"
