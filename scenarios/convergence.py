@@ -275,12 +275,15 @@ def curve(
     every: int,
     eval_s: float,
     start: float = 0.0,
+    held: bool = False,
 ) -> dict[str, np.ndarray]:
     """The predicted curve, as run-real measures it: the metric after every `every`
     updates (and the last), with the samples and epochs trained and the time at the end
     of that evaluation. `ends[k]` is when update k was applied in a run without
     evaluations; each evaluation takes `eval_s` and holds up every update after it (the
-    job waits for it), so the j-th evaluation ends j x eval_s later. Times from `start`."""
+    job waits for it), so the j-th evaluation ends j x eval_s later. With `held`, `ends`
+    already holds the evaluations before each (the engine ran them): the j-th ends
+    eval_s after its update. Times from `start`."""
     metric = values(spec, updates)
     marks = evaluations(len(updates), every)
     if not len(marks):
@@ -297,7 +300,7 @@ def curve(
         "step": marks,
         "samples": samples,
         "epoch": samples / updates.epoch_samples if updates.epoch_samples else samples * np.nan,
-        "time_s": ends[marks - 1] - start + eval_s * np.arange(1, len(marks) + 1),
+        "time_s": ends[marks - 1] - start + eval_s * (1 if held else np.arange(1, len(marks) + 1)),
         "value": metric[marks - 1],
     }
 

@@ -6,9 +6,11 @@ schedule, the samples it averaged (the global batch less the backup workers' gra
 one worker's batch when asynchronous) and its gradient's staleness (recorded per push);
 `scenarios.convergence` turns them into the metric at every evaluation. An evaluation
 reads the held-out samples through one worker's forward pass and holds up the job while
-it runs, as run-real's do. Times count from the start of the measured steps, as
-`training_time_s` does (the warm-up steps' updates count towards the target; their time,
-which on a real machine includes tracing the step, does not).
+it runs, as run-real's do: under asynchronous parameter servers the event engine holds
+it behind a barrier (sim/ps.py: the updates in flight end, then it runs); elsewhere each
+evaluation delays every update after it by its time. Times count from the start of the
+measured steps, as `training_time_s` does (the warm-up steps' updates count towards the
+target; their time, which on a real machine includes tracing the step, does not).
 """
 
 from __future__ import annotations
@@ -77,6 +79,31 @@ def eval_seconds(spec: ScenarioSpec, forward_s: float) -> float:
     return forward_s * spec.training.eval_samples / spec.training.batch_per_worker
 
 
+def eval_time(spec: ScenarioSpec, forward_s: float, profile: Any = None) -> float:
+    """Seconds one evaluation takes: a calibration profile's measured time for the model
+    and data, else one worker's forward pass over the held-out samples."""
+    calibrated = profile.convergence_for(spec.model.name, spec.training.data) if profile else None
+    if calibrated is not None and calibrated.eval_s is not None:
+        return float(calibrated.eval_s)
+    return eval_seconds(spec, forward_s)
+
+
+def held_by_engine(spec: ScenarioSpec) -> bool:
+    """Whether the event engine holds the job for each evaluation itself: asynchronous
+    parameter servers, whose coordinator evaluates behind a barrier (sim/ps.py), as
+    run-real's does, where the engine times every update (no failures; `sim.timed_steps`,
+    if given, above the steps: `timed_spec` cuts a longer run to exactly that many, and
+    its curve then charges every evaluation on top of the updates, as elsewhere)."""
+    st, timed = spec.strategy, spec.sim.timed_steps
+    return (
+        spec.training.target is not None
+        and st.kind == "parameter_server"
+        and not st.sync
+        and not spec.failures
+        and (timed is None or spec.training.steps < timed)
+    )
+
+
 def target_curve(
     spec: ScenarioSpec, outcome: SimulationOutcome, forward_s: float, profile: Any = None
 ) -> dict[str, np.ndarray] | None:
@@ -103,10 +130,9 @@ def target_curve(
         updates_of(spec, outcome),
         update_ends(spec, outcome),
         spec.training.evaluation.every_steps,
-        calibrated.eval_s
-        if calibrated is not None and calibrated.eval_s is not None
-        else eval_seconds(spec, forward_s),
+        eval_time(spec, forward_s, profile),
         measure_begin(spec, outcome),
+        held=held_by_engine(spec),
     )
 
 

@@ -51,6 +51,7 @@ import simpy
 
 from scenarios import vocab
 
+from .convergence import eval_time, held_by_engine
 from .shards import FLOW_BUDGET, MAX_GROUPS, Group, assign, groups_of, variable_layers
 from .simulation import Simulation, Span
 from .training import Events, PerStep, Process, Training, Worker
@@ -122,6 +123,16 @@ class ParameterServerTraining(Training):
             spec.staleness if spec.max_iterations_ahead is None else spec.max_iterations_ahead
         )
         self.waiting: list[tuple[int, int, simpy.Event]] = []
+        # async with a target: run-real's coordinator schedules the closures up to the next
+        # evaluation, waits for them all, evaluates, then schedules more (a barrier)
+        self.barrier_every = 0
+        if held_by_engine(sim.spec):
+            self.barrier_every = sim.spec.training.evaluation.every_steps
+            profile = sim.costs.calibration.profile if sim.costs.calibration else None
+            self.barrier_s = eval_time(sim.spec, float(compute.forward_s.sum()), profile)
+        self.boundary = self.barrier_every  # the update count of the next evaluation
+        self.dispatched = 0  # closures started
+        self.gate: simpy.Event | None = None  # workers waiting for the evaluation
         costs = sim.costs.servers
         self.dispatch_s = costs.dispatch_s  # a closure reaches its worker
         # the update of the whole model on the servers, one call: it ends a synchronous round
@@ -494,6 +505,16 @@ class ParameterServerTraining(Training):
     def run_async(self, worker: Worker, iteration: int) -> Process:
         sim, env = self.sim, self.sim.env
         me = worker.index
+        if self.barrier_every and self.dispatched >= self.boundary:
+            # no closure left before the evaluation: idle until it is done
+            wait_start = env.now
+            while self.dispatched >= self.boundary:
+                if self.gate is None:
+                    self.gate = env.event()
+                yield self.gate
+            sim.tracer.span(me, vocab.WAIT, wait_start, env.now, step=iteration)
+            worker.step_start = env.now  # the wait lies between iterations
+        self.dispatched += 1
         if not self._may_start(me, iteration):
             gate = env.event()
             self.waiting.append((me, iteration, gate))
@@ -510,8 +531,18 @@ class ParameterServerTraining(Training):
         sim.apply_update()
         self.iterations[me] = iteration + 1
         self._release()
+        if self.barrier_every and sim.completed == self.boundary:
+            env.process(self._evaluate())  # every closure of the chunk is in
         if me == 0:  # the chief writes checkpoints; it alone stalls
             yield from sim.async_checkpoint()
+
+    def _evaluate(self) -> Process:
+        """The coordinator's evaluation behind the barrier, then the next chunk."""
+        yield self.sim.env.timeout(self.barrier_s)
+        self.boundary += self.barrier_every
+        gate, self.gate = self.gate, None
+        if gate is not None:
+            gate.succeed()
 
 
 def _uncounted(_: Any, j: int, g: int = 0) -> None:

@@ -4,6 +4,7 @@ closed forms."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import make_spec
 
@@ -42,6 +43,11 @@ def spec(**sets: object):  # type: ignore[no-untyped-def]
 def simulate(s):  # type: ignore[no-untyped-def]
     done = simulate_point(Point("p", 0, {}, s))
     return done.row, done.steps
+
+
+def simulate_curve(s):  # type: ignore[no-untyped-def]
+    done = simulate_point(Point("p", 0, {}, s))
+    return done.steps, done.curves
 
 
 def test_pushes_during_backward_and_pulls_gating_forward() -> None:
@@ -89,3 +95,61 @@ def test_servers_on_the_host_cpu_share_its_one_port() -> None:
     row, _ = simulate(s)
     compute = F1 + F2 + K1 + K2
     assert row["step_time_mean_s"] == pytest.approx(2 * 4 * 300e6 / 0.5e9 + compute, rel=1e-9)
+
+
+CONVERGENCE = {"metric": "loss", "initial": 2.3, "final": 0.1, "scale_samples": 1e3}
+
+
+def evaluated(workers: int, target: bool, **more: object):  # type: ignore[no-untyped-def]
+    """Asynchronous updates of one worker's batch, 7 of them, each worker's closure the
+    same length; with a target, an evaluation of 10 held-out samples every 3 updates."""
+    sets: dict[str, object] = {
+        "model": {
+            "name": "two",
+            "layers": LAYERS,
+            "convergence": {**CONVERGENCE, "noise_scale": 10, "lr_max": 1.0},
+        },
+        "cluster.devices_per_host": workers,
+        "strategy": {
+            "kind": "parameter_server",
+            "servers": 1,
+            "sync": False,
+            "fusion_buffer": "1 B",
+        },
+        "training.steps": 7,
+        "training.evaluation": {"every_steps": 3, "samples": 10},
+    }
+    if target:
+        sets["training.target"] = {"metric": "loss", "value": 0.01}
+    steps, curve = simulate_curve(spec(**sets, **more))
+    return curve, np.sort(steps.end_s.to_numpy())[:7]  # a closure past the last counts none
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_asynchronous_evaluations_wait_behind_a_barrier(workers: int) -> None:
+    # run-real's coordinator schedules the closures up to the next evaluation, waits for
+    # them all, then evaluates (e: 10 samples through the forward, 10 (F1 + F2)). One
+    # worker: update k (from 0) waits for the floor(k / 3) evaluations before it. Two,
+    # each closure T long: updates 1-2 end at T, 3 at 2T while the other worker idles,
+    # then the evaluation; 4-5 at 3T + e, 6 at 4T + e, 7 at 5T + 2e
+    e = 10 * (F1 + F2)
+    _, plain = evaluated(workers, target=False)
+    curve, ends = evaluated(workers, target=True)
+    if workers == 1:
+        waits = np.arange(7) // 3
+        assert ends == pytest.approx(plain + waits * e, rel=1e-9)
+    else:
+        t = plain[0]
+        assert plain == pytest.approx(t * np.array([1, 1, 2, 2, 3, 3, 4]), rel=1e-9)
+        expected = t * np.array([1, 1, 2, 3, 3, 4, 5]) + e * np.array([0, 0, 0, 1, 1, 1, 2])
+        assert ends == pytest.approx(expected, rel=1e-9)
+    # the curve charges each evaluation once: the engine already held the job for the
+    # ones before it
+    assert curve is not None
+    assert curve["step"].tolist() == [3, 6, 7]
+    assert curve["time_s"].to_numpy() == pytest.approx(ends[[2, 5, 6]] + e, rel=1e-9)
+    # where sim.timed_steps cuts the run, the engine times the first updates without a
+    # barrier, and the curve charges every evaluation on top of them
+    curve, cut = evaluated(workers, target=True, **{"sim.timed_steps": 5})
+    assert cut[:5] == pytest.approx(plain[:5], rel=1e-9)
+    assert curve["time_s"].iloc[0] == pytest.approx(plain[2] + e, rel=1e-9)
