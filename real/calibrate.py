@@ -476,7 +476,7 @@ def probes_of(spec: ScenarioSpec) -> list[Probe]:
     client's cost)."""
     probes: list[Probe] = [("transfer",)]
     st = spec.strategy
-    if st.kind == "allreduce" and st.replication == "in_graph" and spec.workers > 1:
+    if st.in_graph and spec.workers > 1:
         devices = spec.cluster.devices_per_host
         model = (spec.model.name, spec.training.batch_per_worker)
         return [*probes, ("in_graph", devices), ("dispatch", *model, devices)]

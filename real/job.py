@@ -54,10 +54,8 @@ class Job:
     slowdowns: list[list[float]] = field(default_factory=list)
     worker_hiccups: list[list[float]] = field(default_factory=list)
     # -- in-graph replication: the devices this process drives with MirroredStrategy
-    # (logical CPUs split from the host's, or the visible GPUs); 1: itself alone, unless
-    # `mirrored` (MirroredStrategy over its one device: the dispatch probe)
+    # (logical CPUs split from the host's, or the visible GPUs); 1: itself alone
     local_devices: int = 1
-    mirrored: bool = False
     # the dispatch probe: each replica's forward and backward alone (no all-reduce, no
     # update), so that one client driving D devices compares with D processes
     gradients_only: bool = False

@@ -159,7 +159,7 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
         if n == spec.workers:
             return pipeline_jobs(common, spec, [len(r) for r in stage_layers(spec)])
         return pipeline_jobs(common, spec, [len(spec.model.layer_table())], micro_batches=1)
-    if st.kind == "allreduce" and st.replication == "in_graph" and n > 1:
+    if st.in_graph and n > 1:
         # one client driving the host's devices (MirroredStrategy): one process
         return [common.replace(workers=1, local_devices=n)]
     return [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]

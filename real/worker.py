@@ -39,7 +39,7 @@ def _configure_threads(tf: Any, job: Job) -> None:
 
 
 def _strategy(tf: Any, job: Job) -> Any:
-    if job.local_devices > 1 or job.mirrored:  # in graph: one client, every device of the host
+    if job.local_devices > 1:  # in graph: one client, every device of the host
         kind = "GPU" if job.device == "gpu" else "CPU"
         return tf.distribute.MirroredStrategy(
             [f"/device:{kind}:{i}" for i in range(job.local_devices)]
@@ -143,7 +143,7 @@ def run(job: Job) -> None:
     # seed generator of its own, which tf.random.set_seed alone leaves unseeded)
     tf.keras.utils.set_random_seed(job.seed * 1000 + index)
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
-    if replicas > 1 or job.mirrored:
+    if replicas > 1:
         # each replica its own batch, as a worker of its own would have it (its shard of
         # the digits, its seed); synthetic batches are placed on the devices once
         own = [

@@ -102,6 +102,12 @@ class StrategySpec(Strict):
             return self.servers
         return self.servers if self.kind == "pipeline" and "servers" in self.model_fields_set else 0
 
+    @property
+    def in_graph(self) -> bool:
+        """Data parallelism with one client per host driving its devices (all-reduce,
+        `replication: in_graph`)."""
+        return self.kind == "allreduce" and self.replication == "in_graph"
+
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> StrategySpec:
         for field, kinds in _KINDS_OF_FIELD.items():

@@ -125,7 +125,7 @@ class ParameterServerTraining(Training):
         self.waiting: list[tuple[int, int, simpy.Event]] = []
         # async with a target: run-real's coordinator schedules the closures up to the next
         # evaluation, waits for them all, evaluates, then schedules more (a barrier)
-        self.barrier_every = 0
+        self.barrier_every, self.barrier_s = 0, 0.0
         if held_by_engine(sim.spec):
             self.barrier_every = sim.spec.training.evaluation.every_steps
             profile = sim.costs.calibration.profile if sim.costs.calibration else None

@@ -53,7 +53,7 @@ def explain(spec: ScenarioSpec, cal: Calibration) -> tuple[tuple[str, ...], tupl
                 f"pipeline messages: no fed stage at {st.micro_batches} micro-batches in "
                 f"{path} (or it measured no cost); the stages' messages cost their cores nothing"
             )
-    if st.kind == "allreduce" and st.replication == "in_graph" and spec.workers > 1:
+    if st.in_graph and spec.workers > 1:
         _in_graph_lines(spec, cal, used, missing)
     transfer = cal.transfer
     if transfer is None:

@@ -158,7 +158,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     if strategy.kind == "parameter_server":
         servers = _servers(spec, profile, one_machine)
     in_graph, dispatch_s = None, 0.0
-    if strategy.kind == "allreduce" and strategy.replication == "in_graph" and one_machine:
+    if strategy.in_graph and one_machine:
         devices = spec.cluster.devices_per_host
         in_graph = next((f for f in profile.in_graph if f.workers == devices), None)
         dispatch_s = client_dispatch(profile, step_model, batch, dtype, devices)
