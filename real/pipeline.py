@@ -140,9 +140,9 @@ def coordinate(job: Job) -> None:
         y_all = tf.Variable(rng.integers(0, classes, batch).astype(np.int32))
     batches = None
     if job.data == "digits":
-        from .worker import _batches
+        from .worker import batch_stream
 
-        batches = _batches(tf, job, batch, (inputs,), classes)
+        batches = batch_stream(tf, job, batch, (inputs,), classes)
     rates = None if job.schedule is None else Schedule.of(job.schedule)
 
     def forward(k: int, x: Any) -> Any:

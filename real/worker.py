@@ -55,7 +55,7 @@ def _strategy(tf: Any, job: Job) -> Any:
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
-def _batches(tf: Any, job: Job, batch: int, shape: Any, classes: int) -> Any:
+def batch_stream(tf: Any, job: Job, batch: int, shape: Any, classes: int) -> Any:
     """An endless iterator of this worker's batches: synthetic tensors made once (the same
     batch every step, tf_cnn_benchmarks' way), or this worker's shard of the digits data,
     shuffled from the run's seed."""
@@ -147,7 +147,7 @@ def run(job: Job) -> None:
         # each replica its own batch, as a worker of its own would have it (its shard of
         # the digits, its seed); synthetic batches are placed on the devices once
         own = [
-            _batches(
+            batch_stream(
                 tf,
                 job.replace(index=index * replicas + r, workers=workers * replicas),
                 batch,
@@ -172,7 +172,7 @@ def run(job: Job) -> None:
             placed = place()
             batches = iter(lambda: placed, None)
     else:
-        batches = _batches(tf, job, batch, shape, classes)
+        batches = batch_stream(tf, job, batch, shape, classes)
     from .evaluate import Evaluator
 
     evaluator = Evaluator.of(tf, job, model, shape)
