@@ -25,7 +25,7 @@ import numpy as np
 
 from scenarios.convergence import ConvergenceSpec, Updates, values
 from scenarios.profile import ConvergenceEntry, CurveFit
-from scenarios.schedule import scale_of, schedule_of
+from scenarios.schedule import schedule_of
 from scenarios.spec import ScenarioSpec, StrategySpec
 from scenarios.training import Target
 
@@ -236,7 +236,7 @@ def curve_points(specs: list[ScenarioSpec]) -> tuple[ScenarioSpec, list[tuple[in
     )
     if len(pairs) < 2:
         lr, per_worker = first.training.learning_rate, first.training.batch_per_worker
-        pairs = [(k * per_worker, lr.base * scale_of(lr.scaling, k)) for k in CURVE_BATCHES]
+        pairs = [(k * per_worker, lr.peak(k, k * per_worker)) for k in CURVE_BATCHES]
     if len(pairs) > MAX_CURVES:
         picks = np.linspace(0, len(pairs) - 1, MAX_CURVES).round().astype(int)
         pairs = [pairs[i] for i in sorted(set(picks))]
@@ -250,7 +250,7 @@ def calibrate_convergence(specs: list[ScenarioSpec], say: Any) -> ConvergenceEnt
     asynchronous: tuple[Literal["single", "async"], int, float] = (
         "async",
         spec.training.batch_per_worker,
-        lr.base * scale_of(lr.scaling, 1),
+        lr.peak(1, spec.training.batch_per_worker),
     )
     runs: list[tuple[Literal["single", "async"], int, float]] = [
         ("single", batch, rate) for batch, rate in pairs

@@ -10,6 +10,7 @@ path and the value, and suggests a fix where one is known.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import hashlib
 import itertools
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from .errors import ScenarioError
 from .profile import Profile, load_profile
 from .spec import ScenarioSpec, _LocatedError
+from .strategy import Backend
 
 SUPPORTED_VERSION = 1
 
@@ -53,14 +55,17 @@ class Scenario:
     document: Mapping[str, Any]  # the file as read, after --set overrides
     sets: tuple[str, ...]
     points: tuple[Point, ...] = field(default=())
+    # what the file leaves to chance, one line each (the CLI prints them as warnings)
+    warnings: tuple[str, ...] = ()
 
     @property
     def seed(self) -> int:
         return self.points[0].spec.seed
 
 
-def load(path: str | Path, sets: Sequence[str] = ()) -> Scenario:
-    """Load, override, expand and validate a scenario file. Raises ScenarioError."""
+def load(path: str | Path, sets: Sequence[str] = (), backend: Backend = "sim") -> Scenario:
+    """Load, override, expand and validate a scenario file, the fields it leaves unset
+    filled with `backend`'s defaults (`StrategySpec.for_backend`). Raises ScenarioError."""
     path = Path(path)
     try:
         raw_bytes = path.read_bytes()
@@ -70,7 +75,7 @@ def load(path: str | Path, sets: Sequence[str] = ()) -> Scenario:
         raise ScenarioError(f"{path}: is a directory, not a scenario file") from None
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-    return _build(raw_bytes, str(path), sets, path.parent)
+    return _build(raw_bytes, str(path), sets, path.parent, backend, _name_of(path))
 
 
 def loads(
@@ -78,17 +83,33 @@ def loads(
     sets: Sequence[str] = (),
     source: str = "<string>",
     base_dir: str | Path | None = None,
+    backend: Backend = "sim",
 ) -> Scenario:
     """Like `load`, from YAML text (tests, notebooks); a relative `cluster.profile` is
     read from `base_dir` (default: the working directory)."""
-    return _build(text.encode(), source, sets, Path(base_dir) if base_dir else Path.cwd())
+    base = Path(base_dir) if base_dir else Path.cwd()
+    return _build(text.encode(), source, sets, base, backend, "scenario")
 
 
-def _build(raw: bytes, source: str, sets: Sequence[str], base_dir: Path) -> Scenario:
+def _name_of(path: Path) -> str:
+    """The name a file without `name` gets: its stem, made file-name safe."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-._") or "scenario"
+
+
+def _build(
+    raw: bytes, source: str, sets: Sequence[str], base_dir: Path, backend: Backend, name: str
+) -> Scenario:
     document = parse_document(raw, source)
     for item in sets:
         apply_set(document, item)
+    document.setdefault("name", name)
     points = with_profiles(expand(document), base_dir, bool(document.get("sweep")))
+    points = [
+        dataclasses.replace(p, spec=p.spec.model_copy(update={"strategy": strategy}))
+        if (strategy := p.spec.strategy.for_backend(backend)) is not p.spec.strategy
+        else p
+        for p in points
+    ]
     return Scenario(
         name=points[0].spec.name,
         path=source,
@@ -96,6 +117,30 @@ def _build(raw: bytes, source: str, sets: Sequence[str], base_dir: Path) -> Scen
         document=document,
         sets=tuple(sets),
         points=tuple(points),
+        warnings=rate_warnings([p.spec for p in points]),
+    )
+
+
+def rate_warnings(specs: Sequence[ScenarioSpec]) -> tuple[str, ...]:
+    """Where points scale the rate with their workers (no `base_batch`) and differ in
+    batch per worker, their rates ignore the batch: one line saying so."""
+    batches = sorted(
+        {
+            s.training.batch_per_worker
+            for s in specs
+            if s.training.learning_rate.base_batch is None
+            and s.training.learning_rate.scaling != "none"
+            and s.strategy.averages_gradients
+        }
+    )
+    if len(batches) < 2:
+        return ()
+    shown = ", ".join(map(str, batches[:4])) + (", ..." if len(batches) > 4 else "")
+    return (
+        "training.learning_rate: without base_batch the rate scales with the workers, not "
+        f"the batch, and the points' batch per worker differs ({shown}): at equal workers "
+        "they train at the same rate; give base_batch (the batch `base` is the rate for, "
+        "e.g. {base: 0.1, base_batch: 256}) to scale it with the batch",
     )
 
 

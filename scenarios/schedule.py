@@ -3,11 +3,16 @@
 An update is one step of the optimizer: a synchronous step, or one asynchronous push.
 With `training.learning_rate = {base, scaling, warmup_epochs, decay}`:
 
-- the scaled rate is `base x k`, k = N (`linear`, Goyal et al. 2017), sqrt(N) (`sqrt`,
-  Krizhevsky 2014) or 1 (`none`), N the workers whose gradients an update averages (the
-  job's workers when synchronous, 1 when asynchronous);
-- warm-up (Goyal et al.'s gradual warm-up): from `base` at update 0 the rate grows by
-  the same amount every update, to the scaled rate at `warmup_epochs`;
+- the scaled rate is `base x k` (`linear`, Goyal et al. 2017), `base x sqrt(k)` (`sqrt`,
+  Krizhevsky 2014) or `base` (`none`). With `base_batch`, k = B / base_batch, B the
+  samples an update averages before backup workers drop any (the global batch when
+  synchronous, one worker's batch when asynchronous, the copies' batches of a
+  pipeline): Goyal et al.'s rule on the minibatch. Without it, k = N, the workers whose
+  gradients an update averages (the job's workers when synchronous, 1 when
+  asynchronous), whatever their batch;
+- warm-up (Goyal et al.'s gradual warm-up): from `base` at update 0 (or the scaled rate,
+  where that is lower) the rate grows by the same amount every update, to the scaled
+  rate at `warmup_epochs`;
 - after it, `decay`: `none`; `step` (the scaled rate times `factor` at each of the
   `milestones`, in epochs: Goyal et al. divide by 10 at epochs 30, 60 and 80); or `cosine`
   (Loshchilov & Hutter 2017, without restarts: from the scaled rate at the end of the
@@ -30,9 +35,10 @@ if TYPE_CHECKING:
     from .spec import ScenarioSpec
 
 
-def scale_of(scaling: str, workers: int) -> float:
-    """The factor on the base rate for an update that averages `workers` gradients."""
-    return {"linear": float(workers), "sqrt": math.sqrt(workers), "none": 1.0}[scaling]
+def scale_of(scaling: str, k: float) -> float:
+    """The factor on the base rate for an update k times the base's (k workers' gradients,
+    or k times `base_batch` samples)."""
+    return {"linear": float(k), "sqrt": math.sqrt(k), "none": 1.0}[scaling]
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ class Schedule:
 def schedule(
     base: float,
     scaling: str,
-    workers: int,
+    k: float,
     samples_per_update: float,
     dataset_samples: float | None,
     warmup_epochs: float = 0.0,
@@ -85,16 +91,17 @@ def schedule(
     factor: float = 0.1,
     total_updates: float = 0.0,
 ) -> Schedule:
-    """The schedule of a job whose updates average `workers` gradients and apply
+    """The schedule of a job whose updates are k times the base's (`scale_of`) and apply
     `samples_per_update` samples, on a training set of `dataset_samples` (needed only where
     epochs are: a warm-up or step milestones)."""
     needs_epochs = warmup_epochs > 0 or (decay == "step" and milestones_epochs)
     if needs_epochs and not dataset_samples:
         raise ValueError("epochs need the training set's size (training.dataset_samples)")
     epoch = (dataset_samples or 0.0) / samples_per_update
+    peak = base * scale_of(scaling, k)
     return Schedule(
-        base=base,
-        peak=base * scale_of(scaling, workers),
+        base=min(base, peak),
+        peak=peak,
         warmup_updates=warmup_epochs * epoch,
         decay=decay,
         milestones=tuple(m * epoch for m in milestones_epochs),
@@ -105,10 +112,10 @@ def schedule(
 
 def schedule_of(spec: ScenarioSpec, workers: int | None = None) -> Schedule:
     """The schedule of a point (with `workers` workers in place of its own): the rate
-    scales with the workers a synchronous update averages (asynchronous: one worker's
-    gradient each; a pipeline: its copies' batches); an update applies the gradients
-    backup workers leave; the last update is the job's last step, warm-up steps
-    included."""
+    scales with the batch a synchronous update averages, or with its workers without
+    `base_batch` (asynchronous: one worker's gradient each; a pipeline: its copies'
+    batches); an update applies the gradients backup workers leave; the last update is
+    the job's last step, warm-up steps included."""
     training, st = spec.training, spec.strategy
     n = spec.workers if workers is None else workers
     asynchronous = st.kind == "parameter_server" and not st.sync
@@ -120,7 +127,7 @@ def schedule_of(spec: ScenarioSpec, workers: int | None = None) -> Schedule:
     return schedule(
         lr.base,
         lr.scaling,
-        averaged,
+        lr.ratio(averaged, averaged * training.batch_per_worker),
         kept * training.batch_per_worker,
         training.epoch_samples,
         lr.warmup_epochs,

@@ -37,6 +37,10 @@ _KINDS_OF_FIELD = {
 }
 
 
+#: the backends a scenario runs on; each fills the fields a file leaves unset its own way
+Backend = Literal["sim", "real"]
+
+
 def algorithm_column(strategy: StrategySpec) -> str:
     """The `algorithm` column of a results row: the collective where the strategy runs one
     (both backends write it so, and rows pair only when it matches)."""
@@ -101,6 +105,22 @@ class StrategySpec(Strict):
         if self.kind == "parameter_server":
             return self.servers
         return self.servers if self.kind == "pipeline" and "servers" in self.model_fields_set else 0
+
+    @property
+    def averages_gradients(self) -> bool:
+        """Whether an update averages the gradients of a batch the workers share (every
+        kind but independent trials, each of which trains alone)."""
+        return self.kind != "independent"
+
+    def for_backend(self, backend: Backend) -> StrategySpec:
+        """The strategy as `backend` runs it where the file leaves a field unset: all-reduce
+        overlaps backward in the simulator (Horovod's buckets), and in run-real reduces
+        once backward is done (TensorFlow's MultiWorkerMirroredStrategy and
+        MirroredStrategy), so there `overlap` is false unless given. Self where nothing
+        changes."""
+        if backend == "real" and self.kind == "allreduce" and "overlap" not in self.model_fields_set:
+            return self.model_copy(update={"overlap": False})
+        return self
 
     @property
     def in_graph(self) -> bool:

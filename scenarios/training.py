@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from .fields import Strict, _LocatedError
+from .schedule import scale_of
 
 #: images in scikit-learn's bundled digits set (`training.data: digits`)
 DIGITS_SAMPLES = 1797
@@ -42,10 +43,25 @@ class Decay(Strict):
 
 
 class LearningRate(Strict):
+    """The rate rule (scenarios/schedule.py): `base` is the rate for a batch of
+    `base_batch` samples, scaled by `scaling` with the batch an update averages (Goyal et
+    al.: 0.1 per 256 images, linear). Without `base_batch`, `base` is the rate of one
+    worker's batch and scales with the workers an update averages, whatever the batch."""
+
     base: float = Field(default=0.1, gt=0)
+    base_batch: int | None = Field(default=None, ge=1)
     scaling: Literal["linear", "sqrt", "none"] = "linear"
     warmup_epochs: float = Field(default=0.0, ge=0)
     decay: Decay = Decay()
+
+    def ratio(self, workers: int, batch: float) -> float:
+        """k, what `scaling` applies to, for an update that averages `workers` gradients
+        of `batch` samples in all: batch / base_batch, or the workers without it."""
+        return batch / self.base_batch if self.base_batch else float(workers)
+
+    def peak(self, workers: int, batch: float) -> float:
+        """The scaled rate of such an update: base x k (linear), x sqrt(k), or x 1."""
+        return self.base * scale_of(self.scaling, self.ratio(workers, batch))
 
     @model_validator(mode="before")
     @classmethod

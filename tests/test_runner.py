@@ -20,17 +20,37 @@ cluster: {hosts: 1, devices_per_host: 2, device: cpu, host_link: loopback}
 
 
 def spec_of(strategy: str):  # type: ignore[no-untyped-def]
-    (point,) = loads(textwrap.dedent(SCENARIO) + f"strategy: {strategy}\n").points
+    text = textwrap.dedent(SCENARIO) + f"strategy: {strategy}\n"
+    (point,) = loads(text, backend="real").points
     return point.spec
 
 
-def test_overlap_is_refused_in_one_line() -> None:
+def test_overlap_given_is_refused_in_one_line() -> None:
     with pytest.raises(NotModelledError) as info:
-        check_supported(spec_of("{kind: allreduce, algorithm: ring}"))  # overlap by default
+        check_supported(spec_of("{kind: allreduce, algorithm: ring, overlap: true}"))
     message = str(info.value)
     assert message.startswith("strategy.overlap: true (MultiWorkerMirroredStrategy")
+    assert "leave overlap out" in message
     assert message.endswith("not implemented yet by run-real") and "\n" not in message
     check_supported(spec_of("{kind: allreduce, algorithm: ring, overlap: false}"))
+
+
+def test_overlap_left_out_is_what_each_backend_does() -> None:
+    # run-real reduces after backward (MultiWorkerMirroredStrategy), the simulator overlaps
+    text = textwrap.dedent(SCENARIO) + "strategy: {kind: allreduce}\n"
+    real = spec_of("{kind: allreduce}")
+    check_supported(real)
+    assert real.strategy.overlap is False
+    assert loads(text).points[0].spec.strategy.overlap is True
+    parameter_servers = spec_of("{kind: parameter_server}").strategy
+    assert parameter_servers.overlap is True  # not an all-reduce: as given
+
+
+def test_the_shortest_scenario_runs_for_real() -> None:
+    # docs/scenarios.md: `version` and `model` are all a file needs
+    (point,) = loads("version: 1\nmodel: mlp\n", source="min.yaml", backend="real").points
+    check_supported(point.spec)
+    assert point.spec.cluster.device.name == "cpu" and point.spec.workers == 1
 
 
 def test_fusion_buffer_becomes_bytes_per_pack() -> None:
