@@ -54,6 +54,12 @@ def names(kind: CatalogKind) -> list[str]:
     return sorted(_entries(kind))
 
 
+def listed(kind: CatalogKind) -> list[str]:
+    """Catalog names of one kind in the order their file lists them (models: by file
+    name), which the files choose to read well: devices by age, networks by speed."""
+    return list(_entries(kind))
+
+
 def entry(kind: CatalogKind, name: str) -> dict[str, Any]:
     """A deep copy of one catalog entry, with `name` and `base` filled in.
 

@@ -22,6 +22,7 @@ PARSERS = {
     "run-real": "real.cli",
     "compare": "real.compare",
     "report": "reports.cli",
+    "catalog": "scenarios.catalog_cli",
 }
 
 
@@ -60,6 +61,13 @@ def test_simulate_and_report_examples_run_as_written(checkout: Path) -> None:
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
     assert (checkout / "runs/allreduce-algorithms/sim/results.csv").exists()
     assert (checkout / "runs/mlp-localhost/report.html").exists()
+
+
+def test_catalog_examples_run_as_written(checkout: Path) -> None:
+    for line in examples("catalog"):
+        proc = run_as_written(line, checkout)
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+        assert "v100" in proc.stdout or "resnet50" in proc.stdout, line  # devices or models
 
 
 @pytest.mark.real

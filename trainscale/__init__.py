@@ -1,7 +1,8 @@
 """trainscale: one scenario file drives a simulator and real TensorFlow runs.
 
-The command line is `trainscale simulate|run-real|report|compare ...` (`trainscale.cli`);
-`simulate`, `run-real`, `report` and `compare` are the same commands under short names.
+The command line is `trainscale simulate|run-real|report|compare|catalog ...`
+(`trainscale.cli`); `simulate`, `run-real`, `report`, `compare` and `catalog` are the same
+commands under short names.
 The library lives in the packages `scenarios` (the language), `sim` (the simulator),
 `real` (the TensorFlow backend) and `reports` (reads result files).
 """

@@ -1,7 +1,8 @@
-"""`trainscale COMMAND [ARGS...]`: one entry point for the four commands.
+"""`trainscale COMMAND [ARGS...]`: one entry point for the five commands.
 
 Each command is its own module, imported only when asked for, so that `trainscale
-simulate` never loads TensorFlow and `trainscale report` loads neither backend.
+simulate` never loads TensorFlow and `trainscale report` or `catalog` loads neither
+backend.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ COMMANDS = {
     "run-real": ("real.cli", "run a scenario for real with TensorFlow (or --calibrate)"),
     "report": ("reports.cli", "lay result directories side by side in HTML and Markdown"),
     "compare": ("real.compare", "calibrate, run for real, simulate and report, in one go"),
+    "catalog": ("scenarios.catalog_cli", "show the bundled devices, links, networks and models"),
 }
 
 USAGE = "usage: trainscale [--version] COMMAND [ARGS...]"
@@ -31,7 +33,7 @@ def _help() -> str:
     lines += [
         "",
         "`trainscale COMMAND --help` tells a command's arguments; the short names",
-        "`simulate`, `run-real`, `report` and `compare` run the same commands.",
+        "`simulate`, `run-real`, `report`, `compare` and `catalog` run the same commands.",
     ]
     return "\n".join(lines)
 
