@@ -10,7 +10,8 @@ Memory per device (`memory_of`), in bytes of the model's dtype:
 
 * weights, their gradients, and the optimizer's slots (SGD with momentum, as run-real
   trains: one slot per parameter) of the layers the device holds;
-* activations: every layer's output (`Layer.activations`, elements per sample) for every
+* activations: what every layer keeps for its backward (`Layer.activations`, elements per
+  sample: for a transformer many times its output, docs/scenarios.md) for every
   sample whose backward has not run yet: a whole batch for data parallelism; for stage k
   of P, the micro-batches in flight at once: all M under GPipe (every forward before the
   first backward), min(P - k, M) under 1F1B (Narayanan et al. 2019, PipeDream-Flush);

@@ -57,8 +57,10 @@ class Layer(Strict):
     params: Count = 0.0
     flops: Flops = 0.0  # forward, per sample
     backward_flops: Flops | None = None  # per sample; 2 x forward unless given
-    # its output, elements per sample: what its forward keeps for the backward, and what
-    # crosses to the next stage of a pipeline cut after it (None: not known)
+    # elements per sample its forward keeps for its backward (not its output: a transformer
+    # layer keeps s h (34 + 5 a s / h) bytes at 16 bits, Korthikanti et al. 2022, eq. 1;
+    # docs/scenarios.md), also what crosses to the next stage of a pipeline cut after it
+    # (None: not known)
     activations: Count | None = None
     # elements per sample its tensor-parallel split all-reduces in its forward (the same
     # again in its backward): 2 s h for a transformer layer (Shoeybi et al. 2019); None:
@@ -87,7 +89,7 @@ class ModelSpec(Strict):
     classes: int | None = Field(default=None, ge=1)
     keras: KerasSpec | None = None
     # a table, or a number N of identical layers sharing params and flops_per_sample
-    # evenly, each with `activations` outputs per sample
+    # evenly, each keeping `activations` elements per sample for its backward
     layers: tuple[Layer, ...] | None = None
     activations: Count | None = None
     tensor_exchange: Count | None = None

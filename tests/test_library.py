@@ -36,3 +36,24 @@ def test_bundled_scenario_simulates(path: Path) -> None:
         if point.spec.strategy.sync:  # async over 2 updates measures bursts, not a rate
             assert row["scaling_efficiency"] <= 1 + 1e-12
         assert row["training_time_s"] > 0
+
+
+def test_gpt2_xl_activations_are_what_a_transformer_layer_keeps() -> None:
+    """`activations` is what a layer keeps for its backward (docs/scenarios.md): for a
+    transformer layer s h (34 + 5 a s / h) bytes per sequence at 16 bits (Korthikanti et
+    al. 2022, eq. 1), taken as elements of 2 bytes; not its s h output."""
+    s, h, a = 1024, 1600, 25  # GPT-2 XL: context, d_model, heads (Radford et al. 2019)
+    by_hand = 1024 * 1600 * (34 + 5 * 25 * 1024 / 1600) / 2  # = 1024 x 1600 x 57
+    assert by_hand == 93_388_800 == 57 * s * h
+    assert 5 * a * s / h == 80
+    root = Path(__file__).resolve().parent.parent
+    docs = (root / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    assert "93,388,800" in docs and "34 + 5 a s / h" in docs
+    for name in ("gpt2-xl-pipeline", "gpt2-xl-hybrid-64"):
+        model = load(root / "scenarios" / "library" / f"{name}.yaml").points[0].spec.model
+        assert model.layers is not None and len(model.layers) == 48
+        for layer in model.layers:
+            assert layer.activations == pytest.approx(by_hand, rel=1e-4), name
+        # 374 MB a layer, 17.9 GB a sequence in float32 (docs/simulator.md, "Memory")
+        kept = sum(layer.activations or 0.0 for layer in model.layers) * model.bytes_per_param
+        assert kept == pytest.approx(17.93e9, rel=1e-3)
