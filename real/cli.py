@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from scenarios import UserError, load
+from scenarios import UserError, load, vocab
 from scenarios.cli import scenario_parser
 from scenarios.loader import Scenario
 from scenarios.results import provenance, results_frame, write_atomic, write_run
+from scenarios.steps import summary_of
 
 from .interrupt import how_stopped, stopped_by_signals
 from .launcher import GaveUp, RunError
@@ -44,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
         ],
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--steps",
+        choices=list(vocab.STEPS_FORMS),
+        default=vocab.STEPS_SUMMARY,
+        help="steps.csv: one row per step, the workers summed up (summary, the default), "
+        "or one row per worker and step (all)",
+    )
     parser.add_argument(
         "--engine",
         choices=["local", "spark"],
@@ -122,7 +131,12 @@ def _main(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
 
-        points = run(scenario, progress, trace=args.trace, before=recalibrate)
+        phases = Phases() if not args.quiet and sys.stderr.isatty() else None
+        try:
+            points = run(scenario, progress, trace=args.trace, before=recalibrate, phase=phases)
+        finally:
+            if phases is not None:
+                phases.stop()
     except UserError as exc:
         print(f"run-real: error: {exc}", file=sys.stderr)
         return 2
@@ -130,7 +144,7 @@ def _main(args: argparse.Namespace) -> int:
         line = f"run-real: failed: {exc}"
         if exc.done:
             incomplete = {"point": exc.point, "reason": str(exc)}
-            _write(out_dir, scenario, exc.done, started, recalibrate, incomplete)
+            _write(out_dir, scenario, exc.done, started, recalibrate, args.steps, incomplete)
             line += f"; wrote {out_dir}/ ({len(exc.done)} of {len(scenario.points)} points)"
         print(line, file=sys.stderr)
         return 1
@@ -141,7 +155,7 @@ def _main(args: argparse.Namespace) -> int:
         why, code = how_stopped(exc)
         print(f"run-real: {why}; every worker stopped, nothing written", file=sys.stderr)
         return code
-    _write(out_dir, scenario, points, started, recalibrate)
+    _write(out_dir, scenario, points, started, recalibrate, args.steps)
     if not args.quiet:
         print(f"wrote {out_dir}/ ({len(points)} points)")
     if recalibrate is not None:
@@ -155,14 +169,23 @@ def _write(
     points: list[RealPoint],
     started: float,
     recalibrate: _Recalibration | None,
+    steps_form: str = vocab.STEPS_SUMMARY,
     incomplete: dict[str, str] | None = None,
 ) -> None:
-    """The result files of the points run; `incomplete`: the point the run stopped at,
-    and why (meta.json says so)."""
+    """The result files of the points run; `steps_form`: steps.csv's (`summary` or
+    `all`); `incomplete`: the point the run stopped at, and why (meta.json says so)."""
     results = results_frame([p.row for p in points])
     steps = pd.concat([p.steps for p in points], ignore_index=True)
+    if steps_form == vocab.STEPS_SUMMARY:
+        steps = summary_of(steps)
     meta = provenance(
-        scenario, "real", {"wall_time_s": time.perf_counter() - started, "cwd": os.getcwd()}
+        scenario,
+        "real",
+        {
+            "wall_time_s": time.perf_counter() - started,
+            "cwd": os.getcwd(),
+            "steps_form": steps_form,
+        },
     )
     if incomplete is not None:
         meta["incomplete"] = incomplete
@@ -189,6 +212,39 @@ def _write(
         traces,
         pd.concat(curves, ignore_index=True) if curves else None,
     )
+
+
+class Phases:
+    """Progress within a point on a terminal: a line on stderr as each part of its run
+    starts (`p1: run 2 of 3`, `p1: baseline (1 worker)`), and every HEARTBEAT_S seconds
+    the time the part has taken so far (the workers do not report their steps while
+    they run)."""
+
+    HEARTBEAT_S = 30.0
+
+    def __init__(self) -> None:
+        self.what = ""
+        self.since = time.perf_counter()
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+        self.thread.start()
+
+    def __call__(self, point: str, what: str) -> None:
+        with self.lock:
+            self.what, self.since = f"{point}: {what}", time.perf_counter()
+        print(f"run-real: {self.what}", file=sys.stderr, flush=True)
+
+    def _beat(self) -> None:
+        while not self.done.wait(self.HEARTBEAT_S):
+            with self.lock:
+                what, took = self.what, time.perf_counter() - self.since
+            if what:
+                print(f"run-real: {what}, {took:,.0f} s so far", file=sys.stderr, flush=True)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
 
 
 class _Recalibration:

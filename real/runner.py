@@ -12,6 +12,7 @@ yet by run-real`): never run something else under its name.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -354,11 +355,13 @@ def launch_job(spec: ScenarioSpec, jobs: list[Job]) -> LaunchResult:
     return Launcher(jobs, spec.real.timeout, spec.real.device).run()
 
 
-def run_point(point: Point, repetition: int = 0) -> RealPoint:
+def run_point(
+    point: Point, repetition: int = 0, phase: Callable[[str], None] | None = None
+) -> RealPoint:
     """One run of a point. With a target, run `repetition` of a repeated point shuffles
     and splits the data by the scenario's seed + `repetition`: how long training takes
     to a target varies from one shuffle to the next, and a mean over runs of one shuffle
-    would measure that one shuffle."""
+    would measure that one shuffle. `phase` is told when the 1-worker baseline starts."""
     if point.spec.strategy.kind == "independent":
         return run_trials_point(point)
     started = time.perf_counter()
@@ -375,6 +378,8 @@ def run_point(point: Point, repetition: int = 0) -> RealPoint:
         if spec.workers == 1:
             _BASELINES[key] = stats["throughput_samples_per_s"]
         else:
+            if phase is not None:
+                phase("baseline (1 worker)")
             one = launch_job(spec, jobs_for(spec, 1))
             single = spec.model_copy(  # one worker alone: no backup workers either
                 update={
@@ -427,10 +432,13 @@ def run(
     progress: Any = None,
     trace: bool = False,
     before: Callable[[Point, int], None] | None = None,
+    phase: Callable[[str, str], None] | None = None,
 ) -> list[RealPoint]:
     """Check every point first (nothing starts if one is refused), then run them in turn;
     with `trace`, a Chrome trace of each point's measured steps; `before(point,
-    repetition)` is called before each run (run-real --recalibrate measures there)."""
+    repetition)` is called before each run (run-real --recalibrate measures there);
+    `phase(point, what)` as each part of a point's run starts (`run 2 of 3`, `baseline
+    (1 worker)`)."""
     for point in scenario.points:
         check_supported(point.spec)
     if any(p.spec.real.device == "gpu" for p in scenario.points):
@@ -444,8 +452,12 @@ def run(
                 continue
             if before is not None:
                 before(point, repetition)
+            told = None
+            if phase is not None:
+                phase(point.id, f"run {repetition + 1} of {point.spec.real.repeats}")
+                told = functools.partial(phase, point.id)
             try:
-                runs[point.id].append(run_point(point, repetition))
+                runs[point.id].append(run_point(point, repetition, told))
             except GaveUp as exc:  # what finished before it is written
                 order = {p.id: i for i, p in enumerate(scenario.points)}
                 exc.done, exc.point = sorted(done, key=lambda r: order[r.point_id]), point.id

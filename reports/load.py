@@ -17,6 +17,7 @@ import pandas as pd
 
 from scenarios import vocab
 from scenarios.errors import UserError
+from scenarios.steps import is_summary
 
 BACKENDS = ("sim", "real")
 
@@ -49,6 +50,15 @@ ADDED_COLUMNS = {
 #: steps.csv columns the report reads (the file has all of vocab.STEP_COLUMNS)
 STEP_NUMBERS = ("worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s", "staleness")
 STEP_FLAGS = ("warmup", "lost")
+#: the summary form's columns the report reads (it has all of vocab.STEP_SUMMARY_COLUMNS)
+SUMMARY_NUMBERS = (
+    "step",
+    "start_s",
+    "step_time_mean_s",
+    "compute_time_mean_s",
+    "comm_time_mean_s",
+    "staleness_mean",
+)
 
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
@@ -64,6 +74,9 @@ class Run:
     meta: dict[str, Any]
     traces: dict[str, Path] = field(default_factory=dict)  # point id -> trace file
     curves: pd.DataFrame | None = None  # curves.csv, where a point had a target
+    #: steps.csv's form: `all` (a row per worker-step) or `summary` (a row per step, read
+    #: as one worker, the mean one: see `read_steps`)
+    steps_form: str = vocab.STEPS_ALL
     _by_point: dict[str, pd.DataFrame] | None = field(default=None, repr=False)
 
     def steps_of(self, point: str) -> pd.DataFrame:
@@ -98,14 +111,15 @@ def load_run(directory: str | Path) -> Run:
     if not directory.is_dir():
         raise UserError(f"{directory}: not a directory of result files")
     results = read_results(directory / vocab.RESULTS_FILE)
-    steps = read_steps(directory / vocab.STEPS_FILE)
+    steps, form = read_steps(directory / vocab.STEPS_FILE)
     meta = read_meta(directory / vocab.META_FILE)
     traces = {}
     for point in results["point"]:
         path = directory / vocab.trace_file(point)
         if path.is_file():
             traces[point] = path
-    return Run(directory, results, steps, meta, traces, read_curves(directory / vocab.CURVES_FILE))
+    curves = read_curves(directory / vocab.CURVES_FILE)
+    return Run(directory, results, steps, meta, traces, curves, steps_form=form)
 
 
 def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
@@ -220,22 +234,47 @@ def read_curves(path: Path) -> pd.DataFrame | None:
     return frame
 
 
-def read_steps(path: Path) -> pd.DataFrame:
-    """The steps.csv columns the report draws: phases per (point, worker, step)."""
+def read_steps(path: Path) -> tuple[pd.DataFrame, str]:
+    """The steps.csv columns the report draws, phases per (point, worker, step), and the
+    file's form. A summary (one row per step) reads as one worker, the mean one, with
+    worker 0: its step starts at the step's earliest start and its phases last the
+    workers' mean compute, communication and step time; staleness is the mean."""
     header = _read_csv(path, nrows=0)
-    _require_columns(path, header.columns, vocab.STEP_COLUMNS)
+    summary = is_summary(header.columns)
+    numbers = SUMMARY_NUMBERS if summary else STEP_NUMBERS
+    _require_columns(
+        path, header.columns, vocab.STEP_SUMMARY_COLUMNS if summary else vocab.STEP_COLUMNS
+    )
     frame = _read_csv(
         path,
-        usecols=["point", *STEP_NUMBERS, *STEP_FLAGS],
+        usecols=["point", *numbers, *STEP_FLAGS],
         dtype={"point": "category"},  # few distinct ids in up to millions of rows
         keep_default_na=False,
         na_values=[""],
     )
-    for column in STEP_NUMBERS:
+    for column in numbers:
         frame[column] = _numbers(path, frame, column)
     for column in STEP_FLAGS:
         frame[column] = _flags(path, frame, column)
-    return frame
+    if not summary:
+        return frame, vocab.STEPS_ALL
+    start = frame["start_s"]
+    compute_end = start + frame.pop("compute_time_mean_s")
+    mean = pd.DataFrame(
+        {
+            "point": frame["point"],
+            "worker": 0.0,
+            "step": frame["step"],
+            "start_s": start,
+            "compute_end_s": compute_end,
+            "comm_end_s": compute_end + frame.pop("comm_time_mean_s"),
+            "end_s": start + frame.pop("step_time_mean_s"),
+            "staleness": frame.pop("staleness_mean"),
+            "warmup": frame["warmup"],
+            "lost": frame["lost"],
+        }
+    )
+    return mean, vocab.STEPS_SUMMARY
 
 
 def _read_json(path: Path) -> Any:

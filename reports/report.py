@@ -62,7 +62,8 @@ def _measured(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_durations(run: Run, point: str) -> np.ndarray:
-    """Every measured worker-step's duration (end - start), seconds."""
+    """Every measured worker-step's duration (end - start), seconds (from a summary
+    steps.csv, each step's mean over the workers)."""
     rows = _measured(run.steps_of(point))
     durations = (rows["end_s"] - rows["start_s"]).to_numpy()
     return durations[np.isfinite(durations)]
@@ -103,7 +104,8 @@ def build(directories: Sequence[str | Path], timelines: bool = True) -> Report:
         "step-times",
         "Step-time distributions",
         plots.step_times(frame, [step_durations(runs[r["source"]], r["point"]) for r in rows]),
-        "Per worker-step durations of measured steps (steps.csv).",
+        "Per worker-step durations of measured steps (steps.csv; where it holds a row per "
+        "step, the mean over the workers of each step).",
     )
     asynchronous = report.asynchronous
     if not asynchronous.empty:
@@ -128,7 +130,10 @@ def build(directories: Sequence[str | Path], timelines: bool = True) -> Report:
             "time-to-target",
             "Time to target",
             plots.time_to_target(frame),
-            "Per point and backend; a point that did not reach the target has no bar.",
+            "Per point and backend; a point that did not reach the target has no bar. "
+            "The time from the start of the measured steps to the end of the evaluation "
+            "that met the target: the steps' time to it plus the evaluations' until then "
+            "(a whole run's time is training_time_s + evaluation_time_s).",
         )
     if np.isfinite(frame["peak_memory_bytes"].to_numpy(dtype=float)).any():
         capacity = [capacity_of(runs[r["source"]], str(r["point"])) for r in rows]
@@ -163,4 +168,7 @@ def timeline_of(run: Run, point: str) -> tuple[Timeline, str]:
     trace = run.traces.get(point)
     if trace is not None:
         return from_trace(read_trace(trace), bounds), trace.name
-    return from_steps(steps, bounds or (0.0, 0.0)), "steps.csv"
+    source = "steps.csv"
+    if run.steps_form == vocab.STEPS_SUMMARY:
+        source += " (a row per step: the mean worker)"
+    return from_steps(steps, bounds or (0.0, 0.0)), source

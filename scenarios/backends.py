@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -15,8 +15,15 @@ class SimSpec(Strict):
     engine: Literal["local", "spark"] = "local"
     replications: int = Field(default=1, ge=1)
     # time only the first N measured steps event by event; a target's time beyond them
-    # extends at their mean step time (long runs to a target: 90 epochs of ImageNet)
-    timed_steps: int | None = Field(default=None, ge=1)
+    # extends at their mean step time (long runs to a target: 90 epochs of ImageNet).
+    # `all` (or null): every step; `auto`: the first AUTO_TIMED_STEPS where a target is
+    # set, the run is longer and nothing in it changes with time (sim/convergence.py
+    # timed_steps)
+    timed_steps: Annotated[int, Field(ge=1)] | Literal["all", "auto"] | None = "auto"
+
+
+#: sim.timed_steps: auto times this many measured steps of a long run to a target
+AUTO_TIMED_STEPS = 1000
 
 
 class SparkSpec(Strict):

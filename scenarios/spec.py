@@ -467,7 +467,8 @@ class ScenarioSpec(Strict):
 
     @model_validator(mode="after")
     def _timed_steps_alone(self) -> ScenarioSpec:
-        if self.sim.timed_steps is not None and (self.failures or self.checkpoint.every_steps):
+        timed = self.sim.timed_steps
+        if isinstance(timed, int) and (self.failures or self.checkpoint.every_steps):
             raise _LocatedError(
                 ("sim", "timed_steps"),
                 "not with failures or checkpoints (the steps past the timed ones are not "

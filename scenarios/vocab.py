@@ -111,6 +111,40 @@ STEP_COLUMNS = (
     "staleness",
 )
 
+#: steps.csv's forms (meta.json `steps_form`): one row per step, the default, or one per
+#: worker-step (`--steps all`)
+STEPS_SUMMARY = "summary"
+STEPS_ALL = "all"
+STEPS_FORMS = (STEPS_SUMMARY, STEPS_ALL)
+
+#: steps.csv in its summary form, one row per (point, replication, step, generation,
+#: trial): the workers' rows of that step summed up (scenarios/steps.py)
+STEP_SUMMARY_COLUMNS = (
+    "point",
+    "replication",
+    "step",
+    "generation",
+    "trial",
+    "warmup",
+    "lost",
+    "workers",
+    "start_s",
+    "compute_end_s",
+    "comm_end_s",
+    "end_s",
+    "step_time_mean_s",
+    "step_time_min_s",
+    "step_time_max_s",
+    "compute_time_mean_s",
+    "compute_time_min_s",
+    "compute_time_max_s",
+    "comm_time_mean_s",
+    "comm_time_min_s",
+    "comm_time_max_s",
+    "staleness_mean",
+    "staleness_max",
+)
+
 
 #: results.csv values of a run with no network traffic, staleness, dropped gradients,
 #: failures or checkpoints (independent trials; what a backend does not measure)

@@ -18,11 +18,13 @@ from typing import Any
 import pandas as pd
 
 from scenarios import UserError, load, vocab
+from scenarios.backends import AUTO_TIMED_STEPS
 from scenarios.cli import scenario_parser
 from scenarios.results import provenance, write_run
 
+from .convergence import timed_steps
 from .costs.explain import run_summary
-from .runner import PointResult, run
+from .runner import PointResult, run, simulated_steps
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no table")
     parser.add_argument(
+        "--steps",
+        choices=list(vocab.STEPS_FORMS),
+        default=vocab.STEPS_SUMMARY,
+        help="steps.csv: one row per step, the workers summed up (summary, the default), "
+        "or one row per worker and step (all)",
+    )
+    parser.add_argument(
         "--engine",
         choices=["local", "spark"],
         help="simulate the points here (local) or as Spark tasks (spark): sets sim.engine",
@@ -52,6 +61,68 @@ def build_parser() -> argparse.ArgumentParser:
         help="the Spark master the points run on: sets real.spark.master, and sim.engine to spark",
     )
     return parser
+
+
+class StepBar:
+    """The progress bar on stderr (shown on a terminal only): the steps simulated, all
+    points and replications together, so that a long point moves it too; its postfix
+    says the point and the simulated time reached."""
+
+    def __init__(self, scenario: Any):
+        from tqdm import tqdm
+
+        self.points = list(scenario.points)
+        self.total = {p.id: simulated_steps(p) for p in self.points}
+        self.before: dict[str, int] = {}  # steps of the points before each, in order
+        count = 0
+        for p in self.points:
+            self.before[p.id] = count
+            count += self.total[p.id]
+        self.finished = 0  # steps of the points done (any order: --jobs)
+        self.bar = tqdm(
+            total=count,
+            unit="step",
+            unit_scale=True,
+            desc=scenario.name,
+            file=sys.stderr,
+            disable=None,
+            leave=False,
+        )
+
+    def steps_done(self, point: str, done: int, now: float) -> None:
+        """Within a point (points one at a time): `done` of its steps at `now` s."""
+        self.bar.set_postfix_str(f"{point}, simulated {now:,.4g} s", refresh=False)
+        self._to(self.before[point] + min(done, self.total[point]))
+
+    def point_done(self, done: PointResult) -> None:
+        self.finished += self.total[done.point_id]
+        self.bar.set_postfix_str(f"{done.point_id} done", refresh=False)
+        self._to(self.finished)
+
+    def _to(self, count: int) -> None:
+        if count > self.bar.n:
+            self.bar.update(count - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def timed_notes(points: Sequence[Any]) -> list[str]:
+    """One line where `sim.timed_steps: auto` cuts long runs to a target: which points
+    time how many of their steps, and how to time every one."""
+    cut = []
+    for p in points:
+        timed, why = timed_steps(p.spec)
+        if timed is not None and p.spec.sim.timed_steps == "auto":
+            cut.append(f"{p.id} ({timed:,} of {p.spec.training.steps:,})")
+    if not cut:
+        return []
+    return [
+        f"timing the first measured steps of {', '.join(cut)} and the rest at their mean "
+        "step time (a run to a target longer than "
+        f"{AUTO_TIMED_STEPS:,} steps, sim.timed_steps: auto); "
+        "--set sim.timed_steps=all times every step"
+    ]
 
 
 def table_notes(results: pd.DataFrame) -> list[str]:
@@ -66,6 +137,11 @@ def table_notes(results: pd.DataFrame) -> list[str]:
         "worker's batch each, all workers together), the others in steps of every worker; "
         "set training.samples instead of training.steps to compare them at equal samples"
     ]
+
+
+def _given(value: Any) -> bool:
+    """A table cell's value is there: not None, not NaN."""
+    return value is not None and value == value
 
 
 def summary_table(results: pd.DataFrame) -> str:
@@ -100,6 +176,14 @@ def summary_table(results: pd.DataFrame) -> str:
         extra += [("makespan", "makespan_s", "{:.1f} s"), ("trials/h", "trials_per_hour", "{:.1f}")]
     if any(r.get("replications", 1) > 1 for r in records):
         extra.append(("± 95%", "throughput_ci95_samples_per_s", "{:,.0f}"))
+    if any(_given(r.get(c)) for r in records for c in ("time_to_target_s", "final_metric")):
+        extra += [  # a target is set: empty where a point did not reach it
+            ("time to target", "time_to_target_s", "{:,.1f} s"),
+            ("epochs to target", "epochs_to_target", "{:,.2f}"),
+            ("samples to target", "samples_to_target", "{:,.0f}"),
+        ]
+    if any(_given(r.get("peak_learning_rate")) for r in records):
+        extra.append(("peak lr", "peak_learning_rate", "{:.4g}"))
     headers += [h for h, _, _ in extra]
     rows: list[list[str]] = []
     for r in records:
@@ -159,25 +243,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "sim"
         if out_dir.exists() and not out_dir.is_dir():
             raise UserError(f"--out: {out_dir} exists and is not a directory")
-        bar = None
         if not args.quiet:
-            from tqdm import tqdm
-
-            bar = tqdm(
-                total=len(scenario.points),
-                unit="point",
-                desc=scenario.name,
-                file=sys.stderr,
-                disable=None,
-                leave=False,
-            )
-
-        def advance(done: PointResult) -> None:
-            if bar is not None:
-                bar.set_postfix_str(done.point_id, refresh=False)
-                bar.update(1)
-
-        result = run(scenario, jobs=args.jobs, trace=args.trace, progress=advance)
+            for line in timed_notes(scenario.points):
+                print(f"simulate: {line}", file=sys.stderr)
+        bar = None if args.quiet else StepBar(scenario)
+        result = run(
+            scenario,
+            jobs=args.jobs,
+            trace=args.trace,
+            progress=bar.point_done if bar else None,
+            steps=args.steps,
+            within=bar.steps_done if bar else None,
+        )
         if bar is not None:
             bar.close()
     except UserError as exc:
@@ -203,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra["calibration"] = calibration = run_summary(calibrated)
         for line in calibration["not_found"]:
             print(f"simulate: warning: {line}", file=sys.stderr)
+    extra["steps_form"] = args.steps
+    extra["timed_steps"] = result.timed
     meta = provenance(scenario, "sim", extra)
     write_run(out_dir, results, result.steps, meta, result.traces, result.curves)
     if not args.quiet:

@@ -20,12 +20,40 @@ from typing import Any
 import numpy as np
 
 from scenarios import convergence, vocab
+from scenarios.backends import AUTO_TIMED_STEPS
 from scenarios.errors import ScenarioError
 from scenarios.schedule import schedule_of
 from scenarios.spec import ScenarioSpec
 
 from .metrics import measure_begin
 from .simulation import SimulationOutcome
+
+
+def timed_steps(spec: ScenarioSpec) -> tuple[int | None, str]:
+    """How many measured steps the engine times (None: every one) and why, by
+    `sim.timed_steps`: a number, `all` (or null), or `auto`, which times the first
+    AUTO_TIMED_STEPS of a run to a target that is longer, where the steps' timing does
+    not change along the run: no failures, no checkpoints (jitter and hiccups are drawn
+    alike in every step; persistent stragglers stay as they are)."""
+    setting, steps = spec.sim.timed_steps, spec.training.steps
+    if isinstance(setting, int):
+        if steps <= setting:
+            return None, f"sim.timed_steps {setting}, not fewer than the {steps} measured steps"
+        return setting, f"sim.timed_steps {setting}"
+    if setting != "auto":
+        return None, "sim.timed_steps all"
+    if spec.training.target is None:
+        return None, "no training.target"
+    if steps <= AUTO_TIMED_STEPS:
+        return None, f"{steps} measured steps, not more than {AUTO_TIMED_STEPS:,}"
+    if spec.failures or spec.checkpoint.every_steps:
+        return None, "failures or checkpoints (what happens in every step is simulated)"
+    if spec.strategy.kind == "independent":
+        return None, "independent trials"
+    return AUTO_TIMED_STEPS, (
+        f"sim.timed_steps auto: a target and {steps:,} measured steps, more than "
+        f"{AUTO_TIMED_STEPS:,}; the rest at the timed steps' mean"
+    )
 
 
 def updates_of(spec: ScenarioSpec, outcome: SimulationOutcome) -> convergence.Updates:
@@ -94,13 +122,17 @@ def held_by_engine(spec: ScenarioSpec) -> bool:
     run-real's does, where the engine times every update (no failures; `sim.timed_steps`,
     if given, above the steps: `timed_spec` cuts a longer run to exactly that many, and
     its curve then charges every evaluation on top of the updates, as elsewhere)."""
-    st, timed = spec.strategy, spec.sim.timed_steps
+    st = spec.strategy
     return (
         spec.training.target is not None
         and st.kind == "parameter_server"
         and not st.sync
         and not spec.failures
-        and (timed is None or spec.training.steps < timed)
+        and timed_steps(spec)[0] is None
+        # the timed part of a cut run (`runner.timed_spec`: as many steps as timed)
+        and not (
+            isinstance(spec.sim.timed_steps, int) and spec.training.steps >= spec.sim.timed_steps
+        )
     )
 
 

@@ -93,6 +93,7 @@ def run(sim: Simulation) -> SimulationOutcome:
     delays = sim.stragglers.delays(n, total)
 
     start = np.zeros(n)
+    workers = np.arange(n)  # one array, a view of it in every step's records
     step_end = 0.0
     network_bytes = 0.0
     every = sim.checkpoint_every
@@ -126,7 +127,7 @@ def run(sim: Simulation) -> SimulationOutcome:
         for begin, finish in spans:
             comm = comm + np.maximum(0.0, np.minimum(finish, end) - np.maximum(begin, compute_end))
         sim.records.extend(
-            worker=np.arange(n),
+            worker=workers,
             step=step,
             start=start,
             compute_end=compute_end,
@@ -137,6 +138,7 @@ def run(sim: Simulation) -> SimulationOutcome:
             staleness=0,
         )
         start = end
+        sim.report(done, step_end)
     sim.network.bytes_on_network = network_bytes
     start_time, start_bytes = sim.measure_start or (0.0, 0.0)
     return SimulationOutcome(

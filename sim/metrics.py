@@ -39,28 +39,41 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
     begin = measure_begin(spec, outcome)
     measured_ends = outcome.step_ends[warmup:]
     training_time = float(measured_ends[-1] - begin)
-    records = outcome.records
-    rec = np.column_stack(
-        [
-            records.column(name).astype(float)
-            for name in ("start", "compute_end", "end", "comm_s", "staleness", "stall", "idle")
-        ]
-    ).reshape(-1, 7)
     finish = float(measured_ends[-1])
-    window = rec[(rec[:, 2] > begin + 1e-12) & (rec[:, 0] < finish - 1e-12)]
-    # a step straddling an end of the window counts with its part inside it; the stall
-    # (communication waited on before compute_end) is comm, spread over [start, compute_end]
-    before = np.maximum(window[:, 1] - window[:, 0], 1e-300)
-    inside_before = np.clip(window[:, 1], begin, finish) - np.clip(window[:, 0], begin, finish)
-    share_before = np.clip(inside_before / before, 0.0, 1.0)
-    stall = window[:, 5] * share_before
-    inside_compute = inside_before - stall - window[:, 6] * share_before  # less a bubble
-    after = np.maximum(window[:, 2] - window[:, 1], 1e-300)
-    inside_after = np.clip(window[:, 2], begin, finish) - np.clip(window[:, 1], begin, finish)
-    inside_comm = (window[:, 3] - window[:, 5]) * np.clip(inside_after / after, 0.0, 1.0) + stall
-    if counts_updates:  # a step is one worker's iteration; an update is one worker's batch
-        whole = rec[(rec[:, 0] >= begin - 1e-12) & (rec[:, 2] <= finish + 1e-12)]
-        durations = whole[:, 2] - whole[:, 0]
+    # one pass over the records, a piece at a time (sums and extremes add up piece by
+    # piece): a 65,536-worker run's records are 50 MB a field
+    compute = comm = stale_sum = 0.0
+    stale_max, stale_count = 0, 0
+    whole_durations = []
+    names = ("start", "compute_end", "end", "comm_s", "staleness", "stall", "idle")
+    for piece in outcome.records.chunks(names):
+        s, c, e = piece["start"], piece["compute_end"], piece["end"]
+        keep = (e > begin + 1e-12) & (s < finish - 1e-12)
+        s, c, e = s[keep], c[keep], e[keep]
+        comm_s, stall_s, idle_s = piece["comm_s"][keep], piece["stall"][keep], piece["idle"][keep]
+        # a step straddling an end of the window counts with its part inside it; the stall
+        # (communication waited on before compute_end) is comm, spread over [start,
+        # compute_end]
+        before = np.maximum(c - s, 1e-300)
+        inside_before = np.clip(c, begin, finish) - np.clip(s, begin, finish)
+        share_before = np.clip(inside_before / before, 0.0, 1.0)
+        stall = stall_s * share_before
+        inside_compute = inside_before - stall - idle_s * share_before  # less a bubble
+        after = np.maximum(e - c, 1e-300)
+        inside_after = np.clip(e, begin, finish) - np.clip(c, begin, finish)
+        inside_comm = (comm_s - stall_s) * np.clip(inside_after / after, 0.0, 1.0) + stall
+        compute += float(np.sum(inside_compute))
+        comm += float(np.sum(inside_comm))
+        staleness = piece["staleness"][keep]
+        if len(staleness):
+            stale_max = max(stale_max, int(staleness.max()))
+            stale_sum += float(staleness.astype(float).sum())
+            stale_count += len(staleness)
+        if counts_updates:  # a step is one worker's iteration
+            whole = (piece["start"] >= begin - 1e-12) & (piece["end"] <= finish + 1e-12)
+            whole_durations.append(piece["end"][whole] - piece["start"][whole])
+    if counts_updates:  # an update is one worker's batch
+        durations = np.concatenate(whole_durations) if whole_durations else np.zeros(0)
         samples = batch * steps
     else:
         durations = np.diff(np.concatenate([[begin], measured_ends]))
@@ -68,10 +81,7 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
         # workers - backup_workers gradients; the rest were computed and dropped
         samples = spec.samples_per_step * steps
     busy = workers * training_time
-    compute = float(np.sum(inside_compute))
-    comm = float(np.sum(inside_comm))
     stalled = outcome.checkpoint_time + outcome.recovery_time
-    staleness = window[:, 4] if len(window) else np.zeros(1)
     row: dict[str, Any] = {
         **_step_stats(durations),
         "samples_trained": samples,
@@ -82,8 +92,8 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
         if busy > 0
         else 0.0,
         "bytes_on_network": outcome.bytes_on_network,
-        "max_staleness": int(staleness.max()),
-        "mean_staleness": float(staleness.mean()),
+        "max_staleness": stale_max,
+        "mean_staleness": stale_sum / stale_count if stale_count else 0.0,
         "dropped_gradients": outcome.dropped_gradients,
         "dropped_samples_per_s": outcome.dropped_measured * batch / training_time
         if training_time > 0

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from scenarios import vocab
@@ -24,9 +25,10 @@ from scenarios.pipeline import fits_line, memory_summary
 from scenarios.profile import Profile, load_profile
 from scenarios.spec import ScenarioSpec
 from scenarios.stats import combine
+from scenarios.steps import summary as step_summary
 from scenarios.strategy import StrategySpec, algorithm_column
 
-from .convergence import target_columns, target_curve
+from .convergence import target_columns, target_curve, timed_steps
 from .failures import daly_interval, young_interval
 from .metrics import summarize
 from .simulation import Simulation
@@ -43,6 +45,9 @@ class PointResult:
     curves: pd.DataFrame | None = None  # the target metric at every evaluation
     target: str | None = None  # why the time-to-target columns are empty
     memory: dict[str, Any] = field(default_factory=dict)  # scenarios.pipeline.memory_summary
+    #: meta.json's `timed_steps`: how many measured steps were timed (`all`, or a number,
+    #: the rest extended at their mean), of how many, and why (convergence.timed_steps)
+    timed: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -84,6 +89,11 @@ class RunResult:
         return [
             fits_line(p.point_id, p.memory) for p in self.points if p.memory.get("fits") is False
         ]
+
+    @property
+    def timed(self) -> dict[str, dict[str, Any]]:
+        """meta.json's `timed_steps`: per point, the measured steps timed and why."""
+        return {p.point_id: p.timed for p in self.points if p.timed}
 
     @property
     def targets(self) -> dict[str, str]:
@@ -173,9 +183,30 @@ def _identity(spec: ScenarioSpec) -> dict[str, Any]:
     }
 
 
-def simulate_point(point: Point, trace: bool = False) -> PointResult:
+#: called with the point's id, the steps simulated in it so far (all replications) and
+#: the simulated time of the replication running
+StepProgress = Callable[[str, int, float], None]
+
+
+def simulated_steps(point: Point) -> int:
+    """The steps (updates) the engine simulates for a point, all replications together:
+    what `StepProgress` counts to."""
+    spec = point.spec
+    timed, _ = timed_steps(spec)
+    measured = spec.training.steps if timed is None else timed
+    return spec.sim.replications * (spec.training.warmup_steps + measured)
+
+
+def simulate_point(
+    point: Point,
+    trace: bool = False,
+    steps: str = vocab.STEPS_SUMMARY,
+    progress: StepProgress | None = None,
+) -> PointResult:
     """Simulate one point (its replications and its 1-worker baseline) into result rows;
-    a point whose devices cannot hold it gets its memory and `fits` false, no timings."""
+    a point whose devices cannot hold it gets its memory and `fits` false, no timings.
+    `steps`: steps.csv's form (`summary`, one row per step; `all`, one per worker-step);
+    `progress`: told of the steps done every so often (sim.simulation.PROGRESS_CALLS)."""
     started = time.perf_counter()
     spec = point.spec
     memory = memory_summary(spec)
@@ -189,8 +220,8 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
             "fits": False,
             "wall_time_s": time.perf_counter() - started,
         }
-        steps = pd.DataFrame(columns=list(vocab.STEP_COLUMNS))
-        return PointResult(point.id, untimed, steps, memory=memory)
+        header = vocab.STEP_COLUMNS if steps == vocab.STEPS_ALL else vocab.STEP_SUMMARY_COLUMNS
+        return PointResult(point.id, untimed, pd.DataFrame(columns=list(header)), memory=memory)
     rows = []
     frames = []
     trace_text = None
@@ -199,12 +230,30 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
     curves = []
     why = None
     timed = timed_spec(spec)
+    cut, cut_why = timed_steps(spec)
+    timed_note = {
+        "timed": "all" if cut is None else cut,
+        "measured": spec.training.steps,
+        "why": cut_why,
+    }
+    per_replication = timed.training.warmup_steps + timed.training.steps
     profile = point.profile
     if profile is None and spec.cluster.profile is not None:
         profile = load_profile(spec.cluster.profile)
     for replication in range(spec.sim.replications):
+        told = None
+        if progress is not None:
+            offset = replication * per_replication
+
+            def told(done: int, now: float, offset: int = offset) -> None:
+                progress(point.id, offset + done, now)
+
         sim = Simulation(
-            timed, trace=trace and replication == 0, replication=replication, profile=point.profile
+            timed,
+            trace=trace and replication == 0,
+            replication=replication,
+            profile=point.profile,
+            progress=told,
         )
         calibration = sim.costs.summary(timed)
         outcome = sim.run()
@@ -217,7 +266,10 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
         if curve is not None:
             metric = spec.training.target.metric if spec.training.target else ""
             curves.append(curve_frame(point.id, replication, metric, curve))
-        frames.append(_steps_frame(point.id, replication, timed, outcome))
+        if steps == vocab.STEPS_ALL:
+            frames.append(_steps_frame(point.id, replication, timed, outcome))
+        else:
+            frames.append(_steps_summary(point.id, replication, timed, outcome))
         if replication == 0:
             first = rows[0]
             # failure-free step time, by the accounting identity of training time
@@ -251,26 +303,31 @@ def simulate_point(point: Point, trace: bool = False) -> PointResult:
     row["peak_memory_bytes"] = memory["peak_memory_bytes"]
     row["fits"] = True
     row["wall_time_s"] = time.perf_counter() - started
-    steps = pd.concat(frames, ignore_index=True)
     return PointResult(
         point.id,
         row,
-        steps,
+        pd.concat(frames, ignore_index=True),
         trace_text,
         advice,
         calibration,
         pd.concat(curves, ignore_index=True) if curves else None,
         why if spec.training.target is not None else None,
         memory,
+        timed_note,
     )
 
 
 def timed_spec(spec: ScenarioSpec) -> ScenarioSpec:
-    """The point as the event engine times it: at most `sim.timed_steps` measured steps."""
-    timed = spec.sim.timed_steps
-    if timed is None or spec.training.steps <= timed:
+    """The point as the event engine times it: the measured steps `timed_steps` gives."""
+    timed, _ = timed_steps(spec)
+    if timed is None:
         return spec
-    return spec.model_copy(update={"training": spec.training.model_copy(update={"steps": timed})})
+    return spec.model_copy(
+        update={
+            "training": spec.training.model_copy(update={"steps": timed}),
+            "sim": spec.sim.model_copy(update={"timed_steps": timed}),  # the part timed
+        }
+    )
 
 
 def _steps_frame(point_id: str, replication: int, spec: ScenarioSpec, outcome: Any) -> pd.DataFrame:
@@ -300,32 +357,66 @@ def _steps_frame(point_id: str, replication: int, spec: ScenarioSpec, outcome: A
     return frame.sort_values(["step", "worker", "trial"], kind="stable", ignore_index=True)
 
 
+def _steps_summary(
+    point_id: str, replication: int, spec: ScenarioSpec, outcome: Any
+) -> pd.DataFrame:
+    """steps.csv's summary rows of one replication, from the records a piece at a time
+    (scenarios/steps.py): no per-worker table is built."""
+    warmup = spec.training.warmup_steps
+    asynchronous = spec.strategy.kind == "parameter_server" and not spec.strategy.sync
+    names = ("step", "generation", "trial", "start", "compute_end", "comm_end", "end", "staleness")
+
+    def pieces() -> Any:
+        for piece in outcome.records.chunks(names):
+            step = piece["step"]
+            yield {
+                "step": step,
+                "generation": piece["generation"],
+                "trial": piece["trial"],
+                # asynchronous: warm-up counts updates, not iterations
+                "warmup": np.zeros(len(step), dtype=bool) if asynchronous else step < warmup,
+                "start_s": piece["start"],
+                "compute_end_s": piece["compute_end"],
+                "comm_end_s": piece["comm_end"],
+                "end_s": piece["end"],
+                "staleness": piece["staleness"],
+            }
+
+    return step_summary(pieces(), point_id, replication)
+
+
 def run(
     scenario: Scenario,
     jobs: int = 1,
     trace: bool = False,
     progress: Callable[[PointResult], None] | None = None,
+    steps: str = vocab.STEPS_SUMMARY,
+    within: StepProgress | None = None,
 ) -> RunResult:
     """Simulate all points; `jobs` > 1 runs them in parallel processes, `sim.engine: spark`
-    as Spark tasks on `real.spark`'s master (the same results either way)."""
+    as Spark tasks on `real.spark`'s master (the same results either way). `progress` is
+    told of every point done; `within`, of the steps done inside a point, where the
+    points run here one at a time; `steps`: steps.csv's form (`summary` or `all`)."""
+    if steps not in vocab.STEPS_FORMS:
+        raise ValueError(f"steps: {steps!r}, not one of {vocab.STEPS_FORMS}")
     result = RunResult(scenario)
     points = list(scenario.points)
     if points and points[0].spec.sim.engine == "spark":
-        result.points = _on_spark(points, trace)
+        result.points = _on_spark(points, trace, steps)
         for done in result.points:
             if progress:
                 progress(done)
         return result
     if jobs <= 1 or len(points) <= 1:
         for point in points:
-            done = simulate_point(point, trace)
+            done = simulate_point(point, trace, steps, within)
             result.points.append(done)
             if progress:
                 progress(done)
         return result
     finished: dict[int, PointResult] = {}
     with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(simulate_point, p, trace): p.index for p in points}
+        futures = {pool.submit(simulate_point, p, trace, steps): p.index for p in points}
         for future in cf.as_completed(futures):
             done = future.result()
             finished[futures[future]] = done
@@ -335,11 +426,11 @@ def run(
     return result
 
 
-def _on_spark(points: list[Point], trace: bool) -> list[PointResult]:
+def _on_spark(points: list[Point], trace: bool, steps: str) -> list[PointResult]:
     """Every point a Spark task; the results in the points' order."""
     from scenarios.spark import session
 
     settings = points[0].spec.real.spark
     sc = session(settings.master, settings.conf).sparkContext
     rdd = sc.parallelize(points, len(points))
-    return list(rdd.map(functools.partial(simulate_point, trace=trace)).collect())
+    return list(rdd.map(functools.partial(simulate_point, trace=trace, steps=steps)).collect())

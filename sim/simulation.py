@@ -9,7 +9,7 @@ strategy (`sim/training.py`, `sim/allreduce.py`, `sim/ps.py`) runs inside it; th
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from .training import Worker
 
 Process = Generator[Any, Any, Any]
+
+#: how many times a run calls its `progress` callback, at most (evenly in steps)
+PROGRESS_CALLS = 200
 
 
 class StepRecord(NamedTuple):
@@ -69,11 +72,12 @@ class Records:
     def __init__(self) -> None:
         self._rows: list[StepRecord] = []
         self._blocks: list[dict[str, np.ndarray]] = []
-        self._columns: dict[str, np.ndarray] | None = None
+        # each field joined on first use only: at 65,536 workers a field is 50 MB
+        self._columns: dict[str, np.ndarray] = {}
 
     def append(self, record: StepRecord) -> None:
         self._rows.append(record)
-        self._columns = None
+        self._columns = {}
 
     def extend(self, **columns: np.ndarray | float | int) -> None:
         """Add records given column by column: arrays of one length, or scalars for all."""
@@ -85,7 +89,7 @@ class Records:
             dtype = np.int64 if name in self._INTS else float
             block[name] = np.broadcast_to(np.asarray(value, dtype=dtype), (n,))
         self._blocks.append(block)
-        self._columns = None
+        self._columns = {}
 
     def _flush(self) -> None:
         if self._rows:
@@ -100,15 +104,34 @@ class Records:
 
     def column(self, name: str) -> np.ndarray:
         """One field of every record, in order."""
-        if self._columns is None:
+        if name not in self._columns:
             self._flush()
-            self._columns = {
-                name: np.concatenate([b[name] for b in self._blocks])
+            self._columns[name] = (
+                np.concatenate([b[name] for b in self._blocks])
                 if self._blocks
                 else np.empty(0, dtype=np.int64 if name in self._INTS else float)
-                for name in self.FIELDS
-            }
+            )
         return self._columns[name]
+
+    def chunks(self, names: Sequence[str], rows: int = 1 << 20) -> Iterator[dict[str, np.ndarray]]:
+        """The given fields of every record, in order, a piece of about `rows` records at
+        a time (whole blocks: a lockstep step is never split), so that a pass over a
+        large run holds one piece of each field at a time."""
+        self._flush()
+        if all(n in self._columns for n in names):
+            if len(self):
+                yield {n: self._columns[n] for n in names}
+            return
+        piece: list[dict[str, np.ndarray]] = []
+        size = 0
+        for block in self._blocks:
+            piece.append(block)
+            size += len(block["worker"])
+            if size >= rows:
+                yield _joined(piece, names)
+                piece, size = [], 0
+        if piece:
+            yield _joined(piece, names)
 
     def __len__(self) -> int:
         return sum(len(b["worker"]) for b in self._blocks) + len(self._rows)
@@ -123,6 +146,12 @@ class Records:
         return len(self) == len(other) and all(
             np.array_equal(self.column(n), other.column(n)) for n in self.FIELDS
         )
+
+
+def _joined(blocks: list[dict[str, np.ndarray]], names: Sequence[str]) -> dict[str, np.ndarray]:
+    if len(blocks) == 1:
+        return {n: blocks[0][n] for n in names}
+    return {n: np.concatenate([b[n] for b in blocks]) for n in names}
 
 
 def exposed(spans: Sequence[Span], lo: float, hi: float) -> float:
@@ -148,8 +177,12 @@ class Simulation:
         replication: int = 0,
         profile: Profile | None = None,
         lockstep: bool = True,
+        progress: Callable[[int, float], None] | None = None,
     ):
         self.spec = spec
+        #: called with the global steps (updates) done and the simulated time, about
+        #: PROGRESS_CALLS times a run: what a progress bar shows within a point
+        self.progress = progress
         #: run synchronous all-reduce in lockstep where it applies (`sim/lockstep.py`);
         #: False forces the event engine (the tests compare the two)
         self.lockstep = lockstep
@@ -200,6 +233,15 @@ class Simulation:
         self.counts_updates = strategy.kind == "parameter_server" and not strategy.sync
         if self.counts_updates and self.warmup == 0:
             self.measure_start = (0.0, 0.0)
+        self._progress_every = max(1, self.total_steps // PROGRESS_CALLS)
+        self._progress_next = self._progress_every if progress is not None else self.total_steps + 1
+
+    def report(self, done: int, now: float) -> None:
+        """`done` global steps (updates) are done at simulated time `now`: tell `progress`,
+        every total / PROGRESS_CALLS steps (one comparison a step when not due)."""
+        if done >= self._progress_next and self.progress is not None:
+            self._progress_next = done + self._progress_every
+            self.progress(done, now)
 
     def stream(self, name: str, index: int = 0) -> np.random.Generator:
         """The seeded generator of one component (and worker or host)."""
@@ -261,6 +303,7 @@ class Simulation:
             return  # a push that lands after the last update counted
         self.step_ends[done] = self.env.now
         self.completed = done + 1
+        self.report(done + 1, self.env.now)
         if self.measure_start is None and self.completed >= self.warmup:
             self.measure_start = (self.env.now, self.network.bytes_on_network)
         if self.completed >= self.total_steps:
@@ -310,6 +353,7 @@ class Simulation:
             self.tracer.span(0, vocab.CHECKPOINT, start, self.env.now, step=step)
         # the step ends for everyone once its checkpoint (if any) is written
         self.step_ends[step] = self.env.now
+        self.report(done, self.env.now)
         if done >= self.total_steps and not self.finished.triggered:
             self.finished.succeed()
             return

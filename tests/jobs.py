@@ -13,6 +13,8 @@ from scenarios import vocab
 #: after 1 s (it rejoins; the job goes on); the parameter server is killed at update 22,
 #: so the job restarts from the checkpoint of update 20 and redoes the rest
 PS_FAILURES = (
+    "--steps",
+    "all",
     "--set",
     "strategy={kind: parameter_server, servers: 1, sync: false}",
     "--set",

@@ -122,3 +122,25 @@ def test_collective_time_is_the_ring_closed_form() -> None:
     alpha, bandwidth, launch = 10e-6, 10e9 / 8, 8.4e-6
     assert seconds == pytest.approx(2 * 3 * (alpha + 1e8 / (4 * bandwidth)) + launch, rel=1e-9)
     assert moved == pytest.approx(2 * 4 * 3 * 1e8 / 4, rel=1e-12)  # every ring link, both phases
+
+
+def test_both_engines_report_progress_alike() -> None:
+    """The progress callback (what `simulate`'s bar shows within a point): every
+    total / PROGRESS_CALLS steps, with the steps done and the simulated time then, the
+    same from both engines."""
+    from sim.simulation import PROGRESS_CALLS
+
+    spec = make_spec(**{"training.steps": 450, "cluster.hosts": 3, "stragglers.jitter": 0.1})
+    told: dict[bool, list[tuple[int, float]]] = {True: [], False: []}
+    ends = {}
+    for fast in (True, False):
+        sim = Simulation(spec, lockstep=fast, progress=lambda d, t, f=fast: told[f].append((d, t)))
+        assert lockstep.eligible(sim) or not fast
+        ends[fast] = sim.run().step_ends
+    total = spec.training.warmup_steps + spec.training.steps
+    every = total // PROGRESS_CALLS
+    steps = [d for d, _ in told[True]]
+    assert steps == [d for d, _ in told[False]] == list(range(every, total + 1, every))
+    for fast in (True, False):
+        times = np.array([t for _, t in told[fast]])
+        np.testing.assert_allclose(times, ends[fast][np.array(steps) - 1], rtol=RTOL)

@@ -312,7 +312,7 @@ def test_hybrid_tensor_pipeline_and_replicas_place_devices(tmp_path: Path) -> No
     path.write_text(path.read_text().replace("FLOP}", "FLOP, tensor_exchange: 1000}"))
     spec = load(path).points[0].spec
     assert spec.samples_per_step == 2 * 48
-    result = simulate(load(path))
+    result = simulate(load(path), steps="all")
     steps = result.steps
     assert sorted(steps["worker"].unique()) == list(range(8))
     assert result.results.iloc[0]["samples_trained"] == 2 * 48 * 4

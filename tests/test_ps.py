@@ -41,12 +41,12 @@ def spec(**sets: object):  # type: ignore[no-untyped-def]
 
 
 def simulate(s):  # type: ignore[no-untyped-def]
-    done = simulate_point(Point("p", 0, {}, s))
+    done = simulate_point(Point("p", 0, {}, s), steps="all")
     return done.row, done.steps
 
 
 def simulate_curve(s):  # type: ignore[no-untyped-def]
-    done = simulate_point(Point("p", 0, {}, s))
+    done = simulate_point(Point("p", 0, {}, s), steps="all")
     return done.steps, done.curves
 
 

@@ -53,7 +53,9 @@ def scenario(tmp_path: Path) -> Path:
 
 def test_two_worker_ring_allreduce(scenario: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_real(str(scenario), "--out", str(out), "--trace", "--set", "real.baseline=true")
+    proc = run_real(
+        str(scenario), "--out", str(out), "--steps", "all", "--trace", "--set", "real.baseline=true"
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = pd.read_csv(out / vocab.RESULTS_FILE)
     (row,) = results.to_dict(orient="records")
@@ -80,6 +82,8 @@ def test_async_parameter_server(scenario: Path, tmp_path: Path) -> None:
         str(scenario),
         "--out",
         str(out),
+        "--steps",
+        "all",
         "--set",
         "strategy={kind: parameter_server, servers: 1, sync: false}",
         "--set",
@@ -116,6 +120,8 @@ def test_sync_parameter_server_backup_worker_drops_the_straggler(
         str(scenario),
         "--out",
         str(out),
+        "--steps",
+        "all",
         "--set",
         "strategy={kind: parameter_server, servers: 1, sync: true, backup_workers: 1}",
         "--set",
@@ -227,6 +233,8 @@ def test_straggler_slows_the_sync_step(scenario: Path, tmp_path: Path) -> None:
         str(scenario),
         "--out",
         str(out),
+        "--steps",
+        "all",
         "--set",
         "training.steps=20",
         "--set",
@@ -254,6 +262,8 @@ def test_killed_worker_recovers_from_checkpoint(scenario: Path, tmp_path: Path) 
         str(scenario),
         "--out",
         str(out),
+        "--steps",
+        "all",
         "--set",
         "checkpoint.every_steps=5",
         "--set",
@@ -280,6 +290,8 @@ def test_independent_trials_share_the_slots(scenario: Path, tmp_path: Path) -> N
         str(scenario),
         "--out",
         str(out),
+        "--steps",
+        "all",
         "--set",
         "training.steps=4",
         "--set",
@@ -539,4 +551,42 @@ def test_training_stops_at_the_target_measured_on_held_out_images(
     assert pd.read_csv(unreachable / vocab.CURVES_FILE).step.tolist() == [5, 10, 12]
     meta = json.loads((unreachable / vocab.META_FILE).read_text())
     assert meta["targets"]["base"].startswith("not reached in 12 updates: loss ")
+    assert workers_alive() == []
+
+def test_steps_summary_by_default_and_phases_on_a_terminal(scenario: Path, tmp_path: Path) -> None:
+    """By default steps.csv holds a row per step (the workers summed up); on a terminal
+    each part of a point's run is a line on stderr as it starts, with the 1-worker
+    baseline named."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    out = tmp_path / "out"
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    sets = ["--set", "real.baseline=true", "--set", "training.steps=4"]
+    command = [sys.executable, "-m", "real.cli", str(scenario), "--out", str(out), *sets]
+    with subprocess.Popen(command, stderr=follower, stdout=subprocess.PIPE, cwd=ROOT) as proc:
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the child closed its end
+                break
+            if not chunk:
+                break
+            seen += chunk
+        proc.communicate(timeout=600)
+    os.close(leader)
+    text = seen.decode(errors="replace")
+    assert proc.returncode == 0, text[-2000:]
+    assert "run-real: base: run 1 of 1" in text and "run-real: base: baseline (1 worker)" in text
+    steps = pd.read_csv(out / vocab.STEPS_FILE)
+    assert list(steps.columns) == [*vocab.STEP_SUMMARY_COLUMNS, "loss"]
+    assert steps.step.tolist() == list(range(2 + 4)) and set(steps.workers) == {2}
+    assert (steps.step_time_min_s <= steps.step_time_mean_s).all()
+    assert (steps.step_time_mean_s <= steps.step_time_max_s).all()
+    assert json.loads((out / vocab.META_FILE).read_text())["steps_form"] == "summary"
     assert workers_alive() == []

@@ -86,7 +86,7 @@ def test_pipeline_trains_as_full_batch_sgd(schedule: str, tmp_path: Path, own: s
     path = tmp_path / "pipeline.yaml"
     path.write_text(SCENARIO.replace("SCHEDULE", schedule))
     out = tmp_path / "out"
-    proc = run_real(str(path), "--out", str(out))
+    proc = run_real(str(path), "--out", str(out), "--steps", "all")
     assert proc.returncode == 0, proc.stderr[-2000:]
     steps = pd.read_csv(out / vocab.STEPS_FILE)
     assert sorted(steps["worker"].unique()) == [0, 1]  # one record per stage and step
@@ -146,7 +146,7 @@ def test_the_trace_shows_the_stages_computing_at_once(tmp_path: Path, own: str) 
     path = tmp_path / "overlap.yaml"
     path.write_text(OVERLAP)
     out = tmp_path / "out"
-    proc = run_real(str(path), "--out", str(out), "--trace")
+    proc = run_real(str(path), "--out", str(out), "--steps", "all", "--trace")
     assert proc.returncode == 0, proc.stderr[-2000:]
     steps = pd.read_csv(out / vocab.STEPS_FILE)
     measured = steps[~steps["warmup"]]
@@ -194,7 +194,7 @@ def test_in_graph_is_one_process_driving_both_devices(tmp_path: Path, own: str) 
     path = tmp_path / "in-graph.yaml"
     path.write_text(IN_GRAPH)
     out = tmp_path / "out"
-    proc = run_real(str(path), "--out", str(out))
+    proc = run_real(str(path), "--out", str(out), "--steps", "all")
     assert proc.returncode == 0, proc.stderr[-2000:]
     steps = pd.read_csv(out / vocab.STEPS_FILE)
     # a record per device (replica) and step, both from the one client: one start
@@ -270,7 +270,7 @@ def test_in_graph_trains_on_the_digits_to_a_target_as_between_graph_does(
         path = tmp_path / f"{replication}.yaml"
         path.write_text(DIGITS_IN_GRAPH.replace("REPLICATION", replication))
         out = tmp_path / replication
-        proc = run_real(str(path), "--out", str(out))
+        proc = run_real(str(path), "--out", str(out), "--steps", "all")
         assert proc.returncode == 0, proc.stderr[-2000:]
         curves[replication] = pd.read_csv(out / vocab.CURVES_FILE)
         (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict(orient="records")
@@ -298,7 +298,7 @@ def test_a_pipeline_trains_on_the_digits_to_a_target(tmp_path: Path, own: str) -
     path = tmp_path / "pipeline.yaml"
     path.write_text(scenario)
     out = tmp_path / "out"
-    proc = run_real(str(path), "--out", str(out))
+    proc = run_real(str(path), "--out", str(out), "--steps", "all")
     assert proc.returncode == 0, proc.stderr[-2000:]
     curve = pd.read_csv(out / vocab.CURVES_FILE)
     assert curve["step"].tolist() == list(range(5, 5 * len(curve) + 1, 5))

@@ -614,3 +614,26 @@ def test_time_to_target_section_marks_the_fastest_points(
     code, _, err = _run_report(capsys, str(out), "--out", str(tmp_path / "bad.html"))
     assert code == 2 and "curves.csv: column 'replication' missing" in err
     assert not (tmp_path / "bad.html").exists()
+
+def test_a_report_reads_steps_csv_in_either_form(tmp_path: Path) -> None:
+    """simulate's default steps.csv (a row per step) reports as one worker, the mean one:
+    its step-time distribution is each step's mean over the per-worker rows that
+    `--steps all` writes for the same seed, and its timeline says so."""
+    from reports.load import load_run
+    from reports.report import step_durations, timeline_of
+    from sim.cli import main as simulate
+
+    scenario = ROOT / "scenarios" / "library" / "mlp-localhost.yaml"
+    for form in ("summary", "all"):
+        args = [str(scenario), "--out", str(tmp_path / form), "--steps", form, "--quiet"]
+        assert simulate(args) == 0
+    summary, every = load_run(tmp_path / "summary"), load_run(tmp_path / "all")
+    assert (summary.steps_form, every.steps_form) == ("summary", "all")
+    for point in summary.results["point"]:
+        rows = every.steps_of(point)
+        rows = rows[~rows.warmup & ~rows.lost]
+        means = (rows.end_s - rows.start_s).groupby(rows.step).mean().to_numpy()
+        np.testing.assert_allclose(step_durations(summary, point), means, rtol=1e-12)
+        assert timeline_of(summary, point)[1] == "steps.csv (a row per step: the mean worker)"
+    assert cli.main([str(tmp_path / "summary"), "--no-timelines"]) == 0
+    assert (tmp_path / "report.html").is_file()  # beside the result directory

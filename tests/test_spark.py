@@ -43,8 +43,10 @@ real: {timeout: 4 min, baseline: false}
 
 
 def run_on_local_2(scenario: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`run-real SCENARIO --out OUT` on `local[2]`, quietly, with `args`."""
-    return run_real(str(scenario), "--out", str(out), "--master", "local[2]", "--quiet", *args)
+    """`run-real SCENARIO --out OUT --steps all` on `local[2]`, quietly, with `args`."""
+    return run_real(
+        str(scenario), "--out", str(out), "--steps", "all", "--master", "local[2]", "--quiet", *args
+    )
 
 
 @pytest.fixture
@@ -70,7 +72,15 @@ def test_ring_and_parameter_servers_on_two_executors(tmp_path: Path) -> None:
     out = tmp_path / "out"
     master = "local-cluster[2,2,1024]"
     proc = run_real(
-        str(path), "--out", str(out), "--master", master, "--set", f"real.shared_dir={shared}"
+        str(path),
+        "--out",
+        str(out),
+        "--steps",
+        "all",
+        "--master",
+        master,
+        "--set",
+        f"real.shared_dir={shared}",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert workers_alive() == []

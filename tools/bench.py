@@ -102,6 +102,14 @@ CASES = [
         families=(("ring, workers", 16384),),
     ),
     Case(
+        "ring-65536",
+        "same, 65,536 workers (8,192 x 8); steps.csv a row per step (held to 1 GB too)",
+        RING,
+        _ring(8192),
+        20.0,
+        families=(("ring, workers", 65536),),
+    ),
+    Case(
         "ring-1024-analytical",
         "same, 1,024 workers, analytical network",
         RING,
