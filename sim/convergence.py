@@ -119,9 +119,10 @@ def eval_time(spec: ScenarioSpec, forward_s: float, profile: Any = None) -> floa
 def held_by_engine(spec: ScenarioSpec) -> bool:
     """Whether the event engine holds the job for each evaluation itself: asynchronous
     parameter servers, whose coordinator evaluates behind a barrier (sim/ps.py), as
-    run-real's does, where the engine times every update (no failures; `sim.timed_steps`,
-    if given, above the steps: `timed_spec` cuts a longer run to exactly that many, and
-    its curve then charges every evaluation on top of the updates, as elsewhere)."""
+    run-real's does, where the engine times every update: no failures, `timed_steps`
+    cuts nothing, and a number of `sim.timed_steps` is above the steps (`timed_spec`
+    cuts a longer run to exactly that many, and sets it: the curve of a cut run charges
+    every evaluation on top of the updates, as elsewhere)."""
     st = spec.strategy
     return (
         spec.training.target is not None
