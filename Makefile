@@ -56,7 +56,8 @@ validate-published: $(STAMP)
 	$(BIN)/python tools/validate_published.py
 
 schema: $(STAMP)
-	$(BIN)/python -m scenarios.schema > scenarios/schema.json
+	$(BIN)/python -m scenarios.schema > scenarios/.schema.json.tmp
+	mv scenarios/.schema.json.tmp scenarios/schema.json
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -23,7 +23,14 @@ import pandas as pd
 from scenarios import UserError, load, vocab
 from scenarios.cli import scenario_parser
 from scenarios.loader import Scenario
-from scenarios.results import provenance, results_frame, write_atomic, write_run
+from scenarios.results import (
+    claim_output,
+    origin,
+    provenance,
+    results_frame,
+    write_atomic,
+    write_run,
+)
 from scenarios.steps import summary_of
 
 from .interrupt import how_stopped, stopped_by_signals
@@ -115,6 +122,13 @@ def _main(args: argparse.Namespace) -> int:
         out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "real"
         if out_dir.exists() and not out_dir.is_dir():
             raise UserError(f"--out: {out_dir} exists and is not a directory")
+        written_by = origin(
+            args.written_by or "run-real",
+            scenario.name,
+            calibrated=recalibrate is not None,
+            engine=engine_of(scenario),
+        )
+        claim_output(out_dir, written_by, args.force)
 
         def progress(point: object) -> None:
             if not args.quiet:
@@ -144,7 +158,16 @@ def _main(args: argparse.Namespace) -> int:
         line = f"run-real: failed: {exc}"
         if exc.done:
             incomplete = {"point": exc.point, "reason": str(exc)}
-            _write(out_dir, scenario, exc.done, started, recalibrate, args.steps, incomplete)
+            _write(
+                out_dir,
+                scenario,
+                exc.done,
+                started,
+                recalibrate,
+                written_by,
+                args.steps,
+                incomplete,
+            )
             line += f"; wrote {out_dir}/ ({len(exc.done)} of {len(scenario.points)} points)"
         print(line, file=sys.stderr)
         return 1
@@ -155,7 +178,7 @@ def _main(args: argparse.Namespace) -> int:
         why, code = how_stopped(exc)
         print(f"run-real: {why}; every worker stopped, nothing written", file=sys.stderr)
         return code
-    _write(out_dir, scenario, points, started, recalibrate, args.steps)
+    _write(out_dir, scenario, points, started, recalibrate, written_by, args.steps)
     if not args.quiet:
         print(f"wrote {out_dir}/ ({len(points)} points)")
     if recalibrate is not None:
@@ -169,6 +192,7 @@ def _write(
     points: list[RealPoint],
     started: float,
     recalibrate: _Recalibration | None,
+    written_by: dict[str, Any],
     steps_form: str = vocab.STEPS_SUMMARY,
     incomplete: dict[str, str] | None = None,
 ) -> None:
@@ -184,6 +208,7 @@ def _write(
         {
             "wall_time_s": time.perf_counter() - started,
             "cwd": os.getcwd(),
+            "origin": written_by,
             "steps_form": steps_form,
         },
     )
@@ -245,6 +270,12 @@ class Phases:
     def stop(self) -> None:
         self.done.set()
         self.thread.join()
+
+
+def engine_of(scenario: Scenario) -> str:
+    """Where the points run (`local`, or `spark` and its master): meta.json's `origin`."""
+    real = scenario.points[0].spec.real
+    return "local" if real.engine == "local" else f"spark {real.spark.master}"
 
 
 class _Recalibration:

@@ -1,4 +1,4 @@
-"""`compare FILE [--out DIR] [--set PATH=VALUE ...]`: both worlds from one command.
+"""`compare FILE [--out DIR] [--set PATH=VALUE ...] [--force]`: both worlds from one command.
 
 1. `run-real FILE --calibrate` measures this machine (`DIR/profile.yaml`);
 2. `run-real FILE --recalibrate DIR/profile.yaml` runs every point for real (`DIR/real/`),
@@ -9,7 +9,12 @@
 3. `simulate FILE --set cluster.profile=DIR/profile.yaml` predicts them from the calibration
    alone (`DIR/sim/`): nothing measured of the runs of step 2 reaches the simulator, only
    the single-worker processes and the probes measured beside them;
-4. `report DIR/sim DIR/real` lays them side by side (`DIR/report.html` and `.md`).
+4. `report DIR/sim DIR/real --out DIR` lays them side by side (`DIR/report.html` and
+   `.md`).
+
+Each step writes as compare's (`--written-by compare`: meta.json's `origin`, the page's
+generator tag), and compare checks all three before the first starts: it replaces what
+it wrote itself, and what another command wrote only with --force.
 
 The simulator and the report run as their own commands (subprocesses): `real` never
 imports `sim`, and `reports` reads files only. Bad input stops everything before any
@@ -33,7 +38,9 @@ from pathlib import Path
 from scenarios import UserError, load
 from scenarios.cli import ArgumentParser, scenario_parser
 from scenarios.loader import Scenario
+from scenarios.results import claim, claim_output, origin, page_origin
 
+from .cli import engine_of
 from .interrupt import how_stopped, stopped_by_signals
 
 #: seconds a step gets to stop its workers after Ctrl-C or SIGTERM before it is killed
@@ -115,10 +122,18 @@ def _main(args: Namespace) -> int:
         out = Path(args.out) if args.out else Path("runs") / scenario.name
         if out.exists() and not out.is_dir():
             raise UserError(f"--out: {out} exists and is not a directory")
+        # every directory compare writes, checked before the minutes of calibration: the
+        # steps it starts check again, as compare's (--written-by)
+        real_origin = origin("compare", scenario.name, True, engine_of(scenario))
+        claim_output(out / "real", real_origin, args.force)
+        claim_output(out / "sim", origin("compare", scenario.name, True), args.force)
+        page = out / "report.html"
+        claim(page, page_origin(page), origin("compare", None), args.force)
     except UserError as exc:
         print(f"compare: error: {exc}", file=sys.stderr)
         return 2
     sets = [item for s in args.sets for item in ("--set", s)]
+    own = ["--written-by", "compare", *(["--force"] if args.force else [])]
     profile = (out / "profile.yaml").resolve()
     try:
         _step(
@@ -136,6 +151,7 @@ def _main(args: Namespace) -> int:
                 str(out / "real"),
                 "--recalibrate",
                 str(profile),
+                *own,
             ],
         )
         warning = drift_warning(out / "real" / "meta.json")
@@ -152,6 +168,7 @@ def _main(args: Namespace) -> int:
                 f"cluster.profile={profile}",
                 "--out",
                 str(out / "sim"),
+                *own,
             ],
         )
         _step(
@@ -162,7 +179,8 @@ def _main(args: Namespace) -> int:
                 str(out / "sim"),
                 str(out / "real"),
                 "--out",
-                str(out / "report.html"),
+                str(out),
+                *own,
             ],
         )
     except SystemExit as exc:

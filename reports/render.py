@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from scenarios.results import generator_tag
+
 from .compare import PairOrder, TargetAgreement
 from .load import Run
 from .report import Plot, Report
@@ -110,6 +112,7 @@ def summary_lines(report: Report) -> list[str]:
         *target_lines(a.target),
         *origin_note(report),
         *drift_note(report),
+        *uncalibrated_note(report),
     ]
 
 
@@ -176,6 +179,45 @@ def drift_note(report: Report) -> list[str]:
                 f"(single-worker compute probe), within its noise ({noise:.1%})."
             )
     return lines
+
+
+def uncalibrated_note(report: Report) -> list[str]:
+    """A pointer to `compare` where a real run on CPU meets a prediction made without a
+    calibration profile (meta.json without `calibration` and no cluster.profile): the
+    catalog's devices are not this machine's CPU, so the error says little of the model."""
+    if not len(report.agreement.pairs):
+        return []
+    real_on_cpu = any("real" in run.backends and "cpu" in _devices(run.meta) for run in report.runs)
+    uncalibrated = any("sim" in run.backends and not _calibrated(run.meta) for run in report.runs)
+    if not (real_on_cpu and uncalibrated):
+        return []
+    return [
+        "Note: the prediction is uncalibrated: CPU runs need `compare` (or `run-real "
+        "--calibrate` and cluster.profile) for a fair comparison."
+    ]
+
+
+def _devices(meta: Mapping[str, Any]) -> set[str]:
+    """real.device of every point (cpu where meta.json does not say: its default)."""
+    points = meta.get("points")
+    found = {
+        str(_mapping(_mapping(_mapping(p).get("resolved")).get("real")).get("device", "cpu"))
+        for p in (points if isinstance(points, list) else [])
+    }
+    return found or {"cpu"}
+
+
+def _calibrated(meta: Mapping[str, Any]) -> bool:
+    if meta.get("calibration") or _mapping(meta.get("origin")).get("calibrated"):
+        return True
+    sets = _mapping(meta.get("scenario")).get("sets") or []
+    if any(str(s).startswith("cluster.profile=") for s in sets):
+        return True
+    points = meta.get("points")
+    return any(
+        _mapping(_mapping(_mapping(p).get("resolved")).get("cluster")).get("profile")
+        for p in (points if isinstance(points, list) else [])
+    )
 
 
 def _short(value: Any) -> str:
@@ -299,7 +341,9 @@ def _paragraphs(lines: Sequence[str]) -> str:
     return "\n".join(f"<p>{html.escape(line)}</p>" for line in lines)
 
 
-def to_html(report: Report, generated: str | None = None) -> str:
+def to_html(report: Report, generated: str | None = None, written_by: str = "report") -> str:
+    """The page; `written_by` (report, or compare for the report it writes) goes in its
+    generator tag, which `report` reads before it replaces a page (reports/cli.py)."""
     generated = generated or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     body: dict[str, str] = {}
     body["prediction-error"] = _paragraphs(summary_lines(report)) + _html_table(
@@ -361,6 +405,7 @@ def to_html(report: Report, generated: str | None = None) -> str:
     title = f"trainscale report: {report.scenario}"
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"{generator_tag(html.escape(written_by))}\n"
         f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
         f"<h1>{html.escape(title)}</h1>\n"
         f'<p class="note">Inputs: {html.escape(inputs)}. Generated {html.escape(generated)}.</p>\n'

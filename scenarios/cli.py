@@ -39,7 +39,8 @@ def with_examples(examples: list[str]) -> dict[str, object]:
 def scenario_parser(
     prog: str, description: str, backend: str, examples: list[str]
 ) -> ArgumentParser:
-    """FILE, --out DIR (default runs/<name>/<backend>) and repeatable --set PATH=VALUE."""
+    """FILE, --out DIR (default runs/<name>/<backend>), repeatable --set PATH=VALUE and
+    --force."""
     parser = ArgumentParser(prog=prog, description=description, **with_examples(examples))
     parser.add_argument("scenario", metavar="FILE", help="scenario YAML file (version 1)")
     parser.add_argument(
@@ -53,4 +54,17 @@ def scenario_parser(
         dest="sets",
         help="override a field, e.g. --set training.steps=10 (VALUE is YAML); repeatable",
     )
+    add_force(parser)
     return parser
+
+
+def add_force(parser: argparse.ArgumentParser) -> None:
+    """--force, and the hidden --written-by that `compare` gives the commands it starts
+    (their results are compare's: meta.json's `origin`)."""
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace what another command, a calibrated run or a run on another engine "
+        "wrote in the output directory (without it, the command refuses before it runs)",
+    )
+    parser.add_argument("--written-by", default=None, help=argparse.SUPPRESS)

@@ -11,6 +11,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import vocab
+from .errors import UserError
 from .loader import Scenario
 
 PACKAGES = (
@@ -225,3 +227,122 @@ def provenance(
         "command": sys.argv,
         **dict(extra or {}),
     }
+
+
+# ------------------------------------------------------------------ who may replace what
+
+#: what a result directory's meta.json says of its writer (`origin`), for `claim_output`
+Origin = Mapping[str, Any]
+
+
+def origin(
+    command: str | None,
+    scenario: str | None,
+    calibrated: bool = False,
+    engine: str | None = None,
+) -> dict[str, Any]:
+    """meta.json's `origin`: the command that wrote the results (`compare` for the runs it
+    starts), the scenario's name, whether the run was calibrated (simulate with
+    cluster.profile, run-real with --recalibrate) and, where the results depend on it,
+    the engine (`local`, or `spark` and its master)."""
+    return {"command": command, "scenario": scenario, "calibrated": calibrated, "engine": engine}
+
+
+def origin_of(out_dir: Path) -> Origin | None:
+    """The origin of the results in out_dir: meta.json's `origin`, or what its backend,
+    scenario and calibration tell for one written without it; `{"command": None}` for
+    results of unknown origin (a results.csv without a readable meta.json); None where
+    out_dir holds no results."""
+    meta_path = out_dir / vocab.META_FILE
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = None
+    if not isinstance(meta, dict):
+        held = (out_dir / vocab.RESULTS_FILE).exists() or (out_dir / vocab.STEPS_FILE).exists()
+        return {"command": None} if held or meta_path.exists() else None
+    if isinstance(meta.get("origin"), dict):
+        return dict(meta["origin"])
+    scenario = meta.get("scenario")
+    if not isinstance(scenario, dict):
+        scenario = {}
+    sets = [str(s) for s in scenario.get("sets") or []]
+    return origin(
+        {"sim": "simulate", "real": "run-real"}.get(str(meta.get("backend"))),
+        scenario.get("name"),
+        bool(meta.get("calibration")) or any(s.startswith("cluster.profile=") for s in sets),
+    )
+
+
+def describe_origin(previous: Origin) -> str:
+    """What wrote a directory, in words for a refusal: "what `compare` wrote for
+    mlp-localhost (calibrated, on spark local[2])"."""
+    command = previous.get("command")
+    if command is None:
+        return "files of unknown origin"
+    said = f"what `{command}` wrote"
+    if previous.get("scenario"):
+        said += f" for {previous['scenario']}"
+    details = [
+        *(["calibrated"] if previous.get("calibrated") else []),
+        *([f"on {previous['engine']}"] if previous.get("engine") else []),
+    ]
+    return said + (f" ({', '.join(details)})" if details else "")
+
+
+def replaces(previous: Origin | None, new: Origin) -> str | None:
+    """Why writing `new`'s results would replace results that are not its own to replace,
+    or None where it may: nothing there yet, or the same command of the same scenario
+    (run again), on the same engine where the results depend on it, and calibrated
+    where the results there were."""
+    if previous is None:
+        return None
+    if previous.get("command") is None or previous.get("command") != new.get("command"):
+        return "another command"
+    for key, what in (("scenario", "another scenario"), ("engine", "another engine")):
+        if previous.get(key) and new.get(key) and previous[key] != new[key]:
+            return what
+    if previous.get("calibrated") and not new.get("calibrated"):
+        return "a calibrated run"
+    return None
+
+
+def claim(where: Path, previous: Origin | None, new: Origin, force: bool) -> None:
+    """Raise UserError, in one line naming `where`, what wrote it and the way out, where
+    writing `new`'s results there would replace results `replaces` keeps; nothing where
+    `force` (the command's --force) is given."""
+    if force or replaces(previous, new) is None:
+        return
+    assert previous is not None
+    raise UserError(
+        f"{where} holds {describe_origin(previous)}; `{new.get('command')}` would replace "
+        "it: add --force to do so, or write elsewhere with --out DIR"
+    )
+
+
+def generator_tag(command: str) -> str:
+    """The tag in a report page's head that says which command wrote it (`page_origin`)."""
+    return f'<meta name="generator" content="trainscale {command}">'
+
+
+_GENERATOR = re.compile(r'<meta name="generator" content="trainscale ([^"<>]+)">')
+
+
+def page_origin(page: Path) -> Origin | None:
+    """Which command wrote the report page at `page`, by its generator tag: None where
+    there is no page, `{"command": None}` for a page no trainscale command wrote."""
+    try:
+        with page.open(encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return {"command": None}
+    found = _GENERATOR.search(head)
+    return origin(found.group(1), None) if found else {"command": None}
+
+
+def claim_output(out_dir: Path, new: Origin, force: bool) -> None:
+    """`claim` for a result directory (results.csv, steps.csv, meta.json ...), by its
+    meta.json: call it before anything runs, so that a refusal costs nothing."""
+    claim(out_dir, origin_of(out_dir), new, force)

@@ -1,8 +1,10 @@
 """Dimensioned values in scenario files, parsed by pint into SI floats.
 
 Inside trainscale every number is an SI float: seconds, bytes, bytes/s, FLOP, FLOP/s.
-Files carry explicit unit strings (`25 Gbit/s`, `64 MiB`, `10 us`). A bare number where a
-unit is needed is refused, because bits versus bytes is the classic mistake.
+Files carry explicit unit strings (`25 Gbit/s`, `64 MiB`, `10 us`; networking's `10 Gbps`
+is 10 Gbit/s, `10 GBps` 10 GB/s). A bare number where a unit is needed is refused,
+because bits versus bytes is the classic mistake; so is a unit that pint reads more than
+one way, and pint's own warning about it never reaches the terminal.
 
 pint treats bits and bytes as dimensionless; this registry gives them their own dimension
 (`[information]`) so that `64 MiB` can never be read as a plain count, and adds `FLOP`.
@@ -10,9 +12,13 @@ pint treats bits and bytes as dimensionless; this registry gives them their own 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import math
 import os
+import re
+from collections.abc import Iterator
 from typing import Literal
 
 import pint
@@ -70,10 +76,14 @@ def parse(value: object, kind: Kind) -> float:
     if not isinstance(value, str):
         raise ValueError(f"expected a string with a unit such as '{example}'")
     ureg = registry()
+    text = _PER_SECOND.sub(_per_second, value.strip())
     try:
-        q: pint.Quantity = ureg.Quantity(value.strip())
+        with _ambiguity() as ambiguous:
+            q: pint.Quantity = ureg.Quantity(text)
     except (pint.errors.PintError, ValueError, TypeError, AttributeError, SyntaxError) as exc:
         raise ValueError(f"cannot read units ({exc}); write it like '{example}'") from None
+    if ambiguous:
+        raise ValueError(f"units that read more than one way; write it like '{example}'")
     if kind == "count":
         if not q.dimensionless:
             raise ValueError(f"expected a plain count such as '{example}', not {q.units:~}")
@@ -82,6 +92,38 @@ def parse(value: object, kind: Kind) -> float:
         hint = " ('Gb' is the gilbert: write 'Gbit')" if "gilbert" in str(q.units) else ""
         raise ValueError(f"expected a {kind.replace('_', ' ')} such as '{example}'{hint}")
     return _finite(float(q.to(si_unit).magnitude), example)
+
+
+#: networking's rates, which pint reads ambiguously (`Gbps`: gigabaud or giga-point-seconds,
+#: with a warning): bps is bits per second, Bps bytes per second, after an SI prefix
+_PER_SECOND = re.compile(r"(?<![A-Za-z])([kKMGTP]?)(bps|Bps)$")
+
+
+def _per_second(found: re.Match[str]) -> str:
+    prefix = "k" if found.group(1) == "K" else found.group(1)
+    return f"{prefix}{'bit' if found.group(2) == 'bps' else 'B'}/s"
+
+
+@contextlib.contextmanager
+def _ambiguity() -> Iterator[list[str]]:
+    """pint's warnings while it parses, kept from the terminal (pint logs a unit it can
+    read more than one way, and goes on with one of them): the caller refuses instead."""
+    said: list[str] = []
+
+    class Keep(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            said.append(record.getMessage())
+            return False
+
+    loggers = [logging.getLogger(name) for name in ("pint", "pint.util")]
+    keep = Keep()
+    for logger in loggers:
+        logger.addFilter(keep)
+    try:
+        yield said
+    finally:
+        for logger in loggers:
+            logger.removeFilter(keep)
 
 
 def _finite(x: float, example: str) -> float:

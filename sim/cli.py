@@ -20,7 +20,7 @@ import pandas as pd
 from scenarios import UserError, load, vocab
 from scenarios.backends import AUTO_TIMED_STEPS
 from scenarios.cli import scenario_parser
-from scenarios.results import provenance, write_run
+from scenarios.results import claim_output, origin, provenance, write_run
 
 from .convergence import timed_steps
 from .costs.explain import run_summary
@@ -243,6 +243,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "sim"
         if out_dir.exists() and not out_dir.is_dir():
             raise UserError(f"--out: {out_dir} exists and is not a directory")
+        # simulate's results do not depend on where its points ran: no engine
+        written_by = origin(
+            args.written_by or "simulate",
+            scenario.name,
+            calibrated=any(p.spec.cluster.profile for p in scenario.points),
+        )
+        claim_output(out_dir, written_by, args.force)
         if not args.quiet:
             for line in timed_notes(scenario.points):
                 print(f"simulate: {line}", file=sys.stderr)
@@ -280,6 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra["calibration"] = calibration = run_summary(calibrated)
         for line in calibration["not_found"]:
             print(f"simulate: warning: {line}", file=sys.stderr)
+    extra["origin"] = written_by
     extra["steps_form"] = args.steps
     extra["timed_steps"] = result.timed
     meta = provenance(scenario, "sim", extra)

@@ -82,7 +82,7 @@ def test_real_examples_run_as_written(checkout: Path) -> None:
     for line in [*lines, *examples("report")[1:]]:
         proc = run_as_written(line, checkout)
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
-    assert (checkout / "mlp.html").exists()
+    assert (checkout / "mlp-report" / "report.html").exists()
 
 
 def readme_commands() -> list[tuple[str, str | None]]:

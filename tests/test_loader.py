@@ -48,6 +48,13 @@ def error_of(text: str, sets: tuple[str, ...] = ()) -> str:
         ("4.1 GFLOP", "flops", 4.1e9),
         ("25.6e6", "count", 25.6e6),
         (3, "count", 3.0),
+        # networking's rates: bps bits per second, Bps bytes per second
+        ("10 Gbps", "bandwidth", 10e9 / 8),
+        ("100 Mbps", "bandwidth", 100e6 / 8),
+        ("1.6 Tbps", "bandwidth", 1.6e12 / 8),
+        ("56 kbps", "bandwidth", 56e3 / 8),
+        ("10 GBps", "bandwidth", 10e9),
+        ("10Gbps", "bandwidth", 10e9 / 8),
     ],
 )
 def test_units_to_si(text: str, kind: str, expected: float) -> None:
@@ -63,11 +70,69 @@ def test_units_to_si(text: str, kind: str, expected: float) -> None:
         ("10 blorps", "time", "cannot read units"),
         ("10 furlongs", "time", "expected a time"),
         ("3 GB", "bandwidth", "expected a bandwidth"),
+        ("10 mbps", "bandwidth", "read more than one way"),  # milli-baud or milli-point-s
     ],
 )
 def test_units_refused(text: object, kind: str, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         parse(text, kind)  # type: ignore[arg-type]
+
+
+GBPS = """
+version: 1
+name: gbps
+model: {name: toy, params: 1e6, flops_per_sample: 1 GFLOP}
+cluster:
+  hosts: 2
+  devices_per_host: 1
+  device: {peak_flops: 10 TFLOP/s, efficiency: 1.0}
+  host_link: {bandwidth: 100 GB/s, latency: 1 us}
+  network: {bandwidth: BANDWIDTH, latency: 10 us}
+training: {batch_per_worker: 10, steps: 5, warmup_steps: 1}
+strategy: {kind: allreduce, algorithm: ring}
+"""
+
+
+def test_networking_units_from_the_command_line(tmp_path: Path) -> None:
+    """`10 Gbps` in a scenario runs as 10 Gbit/s with nothing from pint on the terminal;
+    a rate pint reads more than one way is one line naming the field, exit 2."""
+    import subprocess
+    import sys
+
+    def simulate(bandwidth: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+        path = tmp_path / f"{bandwidth.replace(' ', '')}.yaml"
+        path.write_text(GBPS.replace("BANDWIDTH", bandwidth))
+        out = tmp_path / path.stem
+        argv = [sys.executable, "-m", "sim.cli", str(path), "--out", str(out), "--quiet"]
+        return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=120), out
+
+    for text, expected in (("10 Gbps", 10e9 / 8), ("10 GBps", 10e9)):
+        proc, out = simulate(text)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        meta = json.loads((out / "meta.json").read_text())
+        network = meta["points"][0]["resolved"]["cluster"]["network"]
+        assert network["bandwidth"] == pytest.approx(expected)
+    proc, out = simulate("10 mbps")
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr == (
+        "simulate: error: cluster.network.bandwidth: units that read more than one way; "
+        "write it like '25 Gbit/s' (got '10 mbps')\n"
+    )
+
+
+def test_an_ambiguous_unit_is_refused_without_pint_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever pint reads more than one way is refused, and its warning kept back."""
+    import logging
+    import re
+
+    from scenarios import units
+
+    monkeypatch.setattr(units, "_PER_SECOND", re.compile("(?!)"))  # pint reads Gbps itself
+    with caplog.at_level(logging.DEBUG), pytest.raises(ValueError, match="more than one way"):
+        parse("10 Gbps", "bandwidth")
+    assert not caplog.records
 
 
 # ------------------------------------------------------------------ loading

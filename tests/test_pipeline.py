@@ -274,8 +274,8 @@ def test_the_report_shows_memory_and_skips_what_was_not_timed(tmp_path: Path) ->
     report = build([out])
     assert "memory" in report.plots
     assert [p.title for p in report.timelines] == ["pipeline,stages=4,micro_batches=4 [sim]"]
-    assert report_cli.main([str(out), "--out", str(tmp_path / "r.html")]) == 0
-    text = (tmp_path / "r.md").read_text()
+    assert report_cli.main([str(out), "--out", str(tmp_path / "r")]) == 0
+    text = (tmp_path / "r" / "report.md").read_text()
     assert "| allreduce | sim | 44.8 GiB | 32 GiB | no: not timed |" in text
     assert "| pipeline,stages=4,micro_batches=4 | sim | 11.2 GiB | 32 GiB | yes |" in text
 

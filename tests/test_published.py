@@ -85,3 +85,27 @@ def test_relative_figures_name_their_reference(tmp_path: Path) -> None:
     bad.write_text(text.replace("  reference: {strategy.stages: 2}\n", ""))
     with pytest.raises(ScenarioError, match="reference"):
         load(bad)
+
+
+def test_readme_figures_are_the_generated_documents() -> None:
+    """The README's published-validation sentence says what docs/validation-published.md
+    (written by `make validate-published` only) says: figures, sources, throughput MAPE,
+    figures within tolerance and pairs ordered."""
+    import re
+
+    doc = (ROOT / "docs" / "validation-published.md").read_text(encoding="utf-8")
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    made = re.search(r"(\d+) figures from (\d+) sources", doc)
+    mape = re.search(r"\*\*Throughput MAPE: ([\d.]+%)\*\*", doc)
+    within = re.search(r"\*\*(\d+) of (\d+) figures \(\d+%\) within tolerance\*\*", doc)
+    ordered = re.search(r"\*\*Order: (\d+) of (\d+) pairs\*\*", doc)
+    assert made and mape and within and ordered, "the document's summary changed form"
+    figures, sources = made.groups()
+    assert within.group(2) == figures
+    sentence = readme.split("Published GPU clusters, catalog alone", 1)[1].split("- **", 1)[0]
+    assert f"{figures} published figures from {sources} sources" in sentence
+    names = re.search(r"sources \(([^)]*)\)", sentence)  # named, one by one
+    assert names and len(names.group(1).split(", ")) == int(sources)
+    assert f"Throughput MAPE {mape.group(1)}," in sentence
+    assert f"{within.group(1)} of {figures} figures within" in sentence
+    assert f"{ordered.group(1)} of {ordered.group(2)} pairs" in sentence

@@ -252,9 +252,9 @@ def _run_report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, st
 @pytest.fixture(scope="module")
 def paired(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The report of the mlp-localhost fixture, sim and real (built once)."""
-    out = tmp_path_factory.mktemp("paired") / "mlp.html"
+    out = tmp_path_factory.mktemp("paired")
     assert cli.main([str(SIM), str(REAL), "--out", str(out)]) == 0
-    return out
+    return out / "report.html"
 
 
 def _images(page: str) -> list[bytes]:
@@ -321,8 +321,8 @@ def test_verdict_of_a_point() -> None:
 def test_report_async_staleness_and_traces(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "async.html"
-    code, stdout, _ = _run_report(capsys, ASYNC, "--out", out)
+    out = tmp_path / "report.html"
+    code, stdout, _ = _run_report(capsys, ASYNC, "--out", tmp_path)
     assert code == 0 and str(out) in stdout
     page = out.read_text(encoding="utf-8")
     assert page.count('<figure id="plot-staleness">') == 1
@@ -349,8 +349,8 @@ def test_calibration_is_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     meta["calibration"] = {"profile": "profiles/box.yaml", "used": ["compute.mlp", "transfer"]}
     meta["scenario"]["sets"] = ["training.steps=30"]  # made with an override real did not have
     (sim / "meta.json").write_text(json.dumps(meta))
-    out = tmp_path / "r.html"
-    assert _run_report(capsys, sim, REAL, "--out", out, "--no-timelines")[0] == 0
+    out = tmp_path / "report.html"
+    assert _run_report(capsys, sim, REAL, "--out", tmp_path, "--no-timelines")[0] == 0
     page = out.read_text(encoding="utf-8")
     assert 'id="calibration-0"' in page and 'id="calibration-1"' not in page
     assert "profiles/box.yaml" in page and "compute.mlp" in page
@@ -372,8 +372,8 @@ def test_compare_inputs_and_machine_drift(
     meta = json.loads((real / "meta.json").read_text())
     meta["machine_drift"] = {"drift": -0.30, "noise": 0.06, "changed": True, "entries": []}
     (real / "meta.json").write_text(json.dumps(meta))
-    out = tmp_path / "r.html"
-    assert _run_report(capsys, sim, real, "--out", out, "--no-timelines")[0] == 0
+    out = tmp_path / "report.html"
+    assert _run_report(capsys, sim, real, "--out", tmp_path, "--no-timelines")[0] == 0
     page = out.read_text(encoding="utf-8")
     assert "scenario files that differ" not in page
     assert "Warning: the machine changed under the real runs" in page
@@ -381,9 +381,42 @@ def test_compare_inputs_and_machine_drift(
     assert "machine changed" in out.with_suffix(".md").read_text(encoding="utf-8")
     meta["machine_drift"] = {"drift": 0.02, "noise": 0.06, "changed": False, "entries": []}
     (real / "meta.json").write_text(json.dumps(meta))
-    assert _run_report(capsys, sim, real, "--out", out, "--no-timelines")[0] == 0
+    assert _run_report(capsys, sim, real, "--out", tmp_path, "--no-timelines")[0] == 0
     page = out.read_text(encoding="utf-8")
     assert "Machine drift between the calibration and the real runs: +2.0%" in page
+
+
+def test_an_uncalibrated_prediction_of_a_cpu_run_points_to_compare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real run on CPU against a prediction made from the catalog alone: one line in
+    the page, the summary and on the terminal, saying to use `compare`; none where the
+    prediction was calibrated or the real run was on a GPU."""
+    note = (
+        "the prediction is uncalibrated: CPU runs need `compare` (or `run-real --calibrate` "
+        "and cluster.profile) for a fair comparison."
+    )
+    code, _, err = _run_report(capsys, SIM, REAL, "--out", tmp_path / "plain", "--no-timelines")
+    assert code == 0 and err == f"report: note: {note}\n"
+    page = (tmp_path / "plain" / "report.html").read_text(encoding="utf-8")
+    assert page.count("Note: the prediction is uncalibrated: CPU runs need") == 1
+    summary = (tmp_path / "plain" / "report.md").read_text(encoding="utf-8")
+    assert f"Note: {note}" in summary
+    calibrated = _copy(tmp_path, "sim", SIM)
+    meta = json.loads((calibrated / "meta.json").read_text())
+    meta["calibration"] = {"profile": "runs/mlp-localhost/profile.yaml"}
+    (calibrated / "meta.json").write_text(json.dumps(meta))
+    out = tmp_path / "calibrated"
+    code, _, err = _run_report(capsys, calibrated, REAL, "--out", out, "--no-timelines")
+    assert code == 0 and err == ""
+    assert "prediction is uncalibrated" not in (out / "report.html").read_text(encoding="utf-8")
+    gpu = _copy(tmp_path, "gpu", REAL)
+    meta = json.loads((gpu / "meta.json").read_text())
+    for point in meta["points"]:
+        point["resolved"] = {"real": {"device": "gpu"}}
+    (gpu / "meta.json").write_text(json.dumps(meta))
+    code, _, err = _run_report(capsys, SIM, gpu, "--out", tmp_path / "g", "--no-timelines")
+    assert code == 0 and err == ""
 
 
 # ---------------------------------------------------------------- refusals
@@ -460,7 +493,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(
     breaker(sim, real)
     out = tmp_path / "out"
     out.mkdir()
-    code, stdout, stderr = _run_report(capsys, sim, real, "--out", out / "r.html")
+    code, stdout, stderr = _run_report(capsys, sim, real, "--out", out)
     assert code == 2
     assert stdout == ""
     assert stderr.count("\n") == 1 and stderr.startswith("report: error: ")
@@ -472,11 +505,11 @@ def test_bad_input_is_one_line_exit_2_nothing_written(
 def test_same_point_twice_and_bad_arguments(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = _run_report(capsys, SIM, SIM, "--out", tmp_path / "r.html")
+    code, _, err = _run_report(capsys, SIM, SIM, "--out", tmp_path / "r")
     assert code == 2 and "also in" in err and err.count("\n") == 1
     code, _, err = _run_report(capsys, SIM, "--out", tmp_path / "r.md")
-    assert code == 2 and "--out" in err and ".html" in err
-    code, _, err = _run_report(capsys, tmp_path / "nowhere", "--out", tmp_path / "r.html")
+    assert code == 2 and "--out: " in err and "names a file" in err and "--out " in err
+    code, _, err = _run_report(capsys, tmp_path / "nowhere", "--out", tmp_path / "r")
     assert code == 2 and "nowhere" in err and "not a directory" in err
     with pytest.raises(SystemExit) as exc:
         cli.main([])
@@ -599,21 +632,21 @@ def test_time_to_target_section_marks_the_fastest_points(
         "training.max_epochs=4",
     ]
     assert simulate([str(library), "--out", str(out), "--quiet", *sets]) == 0
-    code, _, err = _run_report(capsys, str(out), "--out", str(tmp_path / "r.html"))
+    code, _, err = _run_report(capsys, str(out), "--out", str(tmp_path / "r"))
     assert code == 0, err
-    markdown = (tmp_path / "r.md").read_text()
+    markdown = (tmp_path / "r" / "report.md").read_text()
     section = markdown.split("## Time to target")[1].split("\n## ")[0]
     results = pd.read_csv(out / "results.csv")
     fastest = results.loc[results.time_to_target_s.idxmin(), "point"]
     busiest = results.loc[results.throughput_samples_per_s.idxmax(), "point"]
     lines = {line.split(" | ")[0].strip("| "): line for line in section.splitlines()[3:]}
     assert "fastest to target" in lines[fastest] and "highest throughput" in lines[busiest]
-    page = (tmp_path / "r.html").read_text()
+    page = (tmp_path / "r" / "report.html").read_text()
     assert 'id="time-to-target"' in page and page.count("data:image/png;base64") >= 5
     (out / "curves.csv").write_text("point,step\nx,1\n")
-    code, _, err = _run_report(capsys, str(out), "--out", str(tmp_path / "bad.html"))
+    code, _, err = _run_report(capsys, str(out), "--out", str(tmp_path / "bad"))
     assert code == 2 and "curves.csv: column 'replication' missing" in err
-    assert not (tmp_path / "bad.html").exists()
+    assert not (tmp_path / "bad").exists()
 
 def test_a_report_reads_steps_csv_in_either_form(tmp_path: Path) -> None:
     """simulate's default steps.csv (a row per step) reports as one worker, the mean one:

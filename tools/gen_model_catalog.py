@@ -35,6 +35,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from real.models import build_model  # noqa: E402 - needs the sys.path line above
 from scenarios.keras_layers import DEFAULT_SPECS, layer_table  # noqa: E402
+from scenarios.results import write_atomic  # noqa: E402
 
 DEFAULT_OUT = REPO_ROOT / "scenarios" / "catalog" / "models"
 
@@ -401,8 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 stale.append(str(path))
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)
         params = sum(r["params"] for r in rows)
         gflop = sum(r["flops"] for r in rows) / 1e9
         print(f"{path}: {params:,} params, {gflop:.3f} GFLOP forward per sample")

@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from scenarios import load, vocab  # noqa: E402
+from scenarios.results import write_atomic  # noqa: E402
 from sim import run  # noqa: E402
 
 
@@ -18,7 +19,7 @@ def main() -> None:
             continue
         results = run(load(case / "scenario.yaml")).results
         results = results.drop(columns=list(vocab.WALL_CLOCK_COLUMNS))
-        (case / "expected.csv").write_text(results.to_csv(index=False))
+        write_atomic(case / "expected.csv", results.to_csv(index=False))
         print(f"wrote {case / 'expected.csv'} ({len(results)} points)")
 
 

@@ -70,8 +70,9 @@ def resimulate(scenario: Path, out: Path) -> None:
             f"cluster.profile={profile}",
             "--out",
             str(out / "sim"),
+            "--force",  # compare's simulation, made again on purpose
         ],
-        ["reports.cli", str(out / "sim"), str(out / "real"), "--out", str(out / "report.html")],
+        ["reports.cli", str(out / "sim"), str(out / "real"), "--out", str(out), "--force"],
     ):
         if subprocess.call([sys.executable, "-m", *argv], cwd=ROOT) != 0:
             raise SystemExit(f"validate: {' '.join(argv)} failed")
