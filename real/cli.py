@@ -113,7 +113,9 @@ def _main(args: argparse.Namespace) -> int:
             return 2
         sets.append(f"real.spark.master={args.master}")
     try:
-        scenario = load(args.scenario, sets)
+        scenario = load(args.scenario, sets, backend="real")
+        for line in scenario.warnings:
+            print(f"run-real: warning: {line}", file=sys.stderr)
         if args.calibrate:
             if args.recalibrate:
                 raise UserError("--recalibrate: not with --calibrate (which writes a profile)")

@@ -6,8 +6,9 @@
    the profile (its single-worker compute and the probes: `calibrate.probes_of`) and
    pooling those measurements into the profile (`real/pool.py`): the calibration sees
    the machine as it was while the points ran (a VM's speed drifts over minutes);
-3. `simulate FILE --set cluster.profile=DIR/profile.yaml` predicts them from the calibration
-   alone (`DIR/sim/`): nothing measured of the runs of step 2 reaches the simulator, only
+3. `simulate FILE --set cluster.profile=DIR/profile.yaml --defaults real` predicts them
+   from the calibration alone, the fields the file leaves unset as run-real ran them
+   (`DIR/sim/`): nothing measured of the runs of step 2 reaches the simulator, only
    the single-worker processes and the probes measured beside them;
 4. `report DIR/sim DIR/real --out DIR` lays them side by side (`DIR/report.html` and
    `.md`).
@@ -114,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: Namespace) -> int:
     try:
-        scenario: Scenario = load(args.scenario, args.sets)
+        scenario: Scenario = load(args.scenario, args.sets, backend="real")
         from .runner import check_supported
 
         for point in scenario.points:
@@ -166,6 +167,8 @@ def _main(args: Namespace) -> int:
                 *sets,
                 "--set",
                 f"cluster.profile={profile}",
+                "--defaults",
+                "real",
                 "--out",
                 str(out / "sim"),
                 *own,

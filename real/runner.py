@@ -75,7 +75,7 @@ def check_supported(spec: ScenarioSpec) -> None:
     elif st.overlap:
         problems.append(
             "strategy.overlap: true (MultiWorkerMirroredStrategy all-reduces once the whole "
-            "backward pass is done; set overlap: false)"
+            "backward pass is done; leave overlap out, or set it false)"
         )
     if st.kind == "independent" and spec.failures:
         problems.append("failures with independent trials")
@@ -318,6 +318,7 @@ def run_trials_point(point: Point) -> RealPoint:
         "workers": spec.workers,
         "servers": 0,
         "batch_per_worker": spec.training.batch_per_worker,
+        "peak_learning_rate": schedule_of(spec).peak,
         "steps": spec.training.steps,
         **figures,
         **vocab.NO_DYNAMICS,
@@ -404,6 +405,7 @@ def run_point(
         "workers": spec.workers,
         "servers": spec.strategy.parameter_servers,
         "batch_per_worker": spec.training.batch_per_worker,
+        "peak_learning_rate": schedule_of(spec).peak,
         "steps": spec.training.steps,
         **stats,
         "scaling_efficiency": stats["throughput_samples_per_s"] / (spec.workers * base),

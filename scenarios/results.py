@@ -25,6 +25,7 @@ import pandas as pd
 from . import vocab
 from .errors import UserError
 from .loader import Scenario
+from .schedule import schedule_of
 
 PACKAGES = (
     "trainscale",
@@ -212,7 +213,12 @@ def provenance(
         },
         "seed": scenario.seed,
         "points": [
-            {"id": p.id, "values": dict(p.values), "resolved": p.spec.model_dump(mode="json")}
+            {
+                "id": p.id,
+                "values": dict(p.values),
+                "resolved": p.spec.model_dump(mode="json"),
+                "peak_learning_rate": schedule_of(p.spec).peak,
+            }
             for p in scenario.points
         ],
         "git_commit": git_commit(),

@@ -344,7 +344,11 @@ class NetworkSpec(Strict):
 class ClusterSpec(Strict):
     hosts: int = Field(default=1, ge=1)
     devices_per_host: int = Field(default=1, ge=1)
-    device: Annotated[DeviceSpec, _catalog_ref("device")]
+    # default: the catalog's cpu (one core per worker), what run-real runs on a machine
+    # without GPUs
+    device: Annotated[DeviceSpec, _catalog_ref("device")] = Field(
+        default="cpu", validate_default=True
+    )
     host_link: Annotated[LinkSpec, _catalog_ref("link")] = Field(
         default="pcie3", validate_default=True
     )
@@ -379,7 +383,7 @@ class ScenarioSpec(Strict):
     description: str = ""
     seed: int = Field(default=0, ge=0)
     model: Annotated[ModelSpec, _catalog_ref("model")]
-    cluster: ClusterSpec
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     training: TrainingSpec = TrainingSpec()
     strategy: StrategySpec = StrategySpec()
     stragglers: StragglerSpec = StragglerSpec()

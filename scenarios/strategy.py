@@ -118,7 +118,11 @@ class StrategySpec(Strict):
         once backward is done (TensorFlow's MultiWorkerMirroredStrategy and
         MirroredStrategy), so there `overlap` is false unless given. Self where nothing
         changes."""
-        if backend == "real" and self.kind == "allreduce" and "overlap" not in self.model_fields_set:
+        if (
+            backend == "real"
+            and self.kind == "allreduce"
+            and "overlap" not in self.model_fields_set
+        ):
             return self.model_copy(update={"overlap": False})
         return self
 

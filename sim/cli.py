@@ -51,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
         "or one row per worker and step (all)",
     )
     parser.add_argument(
+        "--defaults",
+        choices=["sim", "real"],
+        default="sim",
+        help="fill the fields the scenario leaves unset as this backend runs them (real: as "
+        "run-real does, e.g. all-reduce without overlap; compare passes it)",
+    )
+    parser.add_argument(
         "--engine",
         choices=["local", "spark"],
         help="simulate the points here (local) or as Spark tasks (spark): sets sim.engine",
@@ -239,7 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.engine == "local":
                 raise UserError("--master: a Spark master, with --engine local")
             sets.append(f"real.spark.master={args.master}")
-        scenario = load(args.scenario, sets)
+        scenario = load(args.scenario, sets, backend=args.defaults)
+        for line in scenario.warnings:
+            print(f"simulate: warning: {line}", file=sys.stderr)
         out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "sim"
         if out_dir.exists() and not out_dir.is_dir():
             raise UserError(f"--out: {out_dir} exists and is not a directory")

@@ -12,7 +12,7 @@ import pytest
 from real import runner
 from real.runner import RealPoint, merge_repeats
 from real.summary import free_since
-from scenarios import loads
+from scenarios import loads, vocab
 
 SCENARIO = """
 version: 1
@@ -38,7 +38,23 @@ def fake(point_id: str, throughput: float, step_s: float) -> RealPoint:
         "training_time_s": 3 * step_s,
         "wall_time_s": 10.0,
     }
-    steps = pd.DataFrame({"point": [point_id] * 2, "step": [0, 1], "replication": [0, 0]})
+    steps = pd.DataFrame(
+        {
+            "point": point_id,
+            "worker": 0,
+            "step": [0, 1],
+            "warmup": [True, False],
+            "start_s": [0.0, step_s],
+            "compute_end_s": [step_s / 2, 1.5 * step_s],
+            "comm_end_s": [step_s, 2 * step_s],
+            "end_s": [step_s, 2 * step_s],
+            "replication": 0,
+            "generation": 0,
+            "lost": False,
+            "trial": -1,
+            "staleness": 0,
+        }
+    ).reindex(columns=list(vocab.STEP_COLUMNS))
     return RealPoint(point_id, row, steps)
 
 
@@ -50,7 +66,7 @@ def test_runs_are_interleaved_and_combined(monkeypatch: pytest.MonkeyPatch) -> N
 
     rounds: dict[str, list[int]] = {first: [], second: []}
 
-    def run_point(point: Any, repetition: int = 0) -> RealPoint:
+    def run_point(point: Any, repetition: int = 0, phase: Any = None) -> RealPoint:
         order.append(point.id)
         rounds[point.id].append(repetition)  # a target's run i shuffles by seed + i
         throughput = next(values[point.id])
@@ -193,7 +209,7 @@ def test_recalibrate_measures_before_each_run_and_pools(
         events.append(f"all-reduce {workers}")
         return exact_fit(next(collectives), workers=workers)
 
-    def run_point(point: Any, repetition: int = 0) -> RealPoint:
+    def run_point(point: Any, repetition: int = 0, phase: Any = None) -> RealPoint:
         events.append(f"run {point.id}")
         return fake(point.id, 100.0, 0.08)
 

@@ -648,6 +648,7 @@ def test_time_to_target_section_marks_the_fastest_points(
     assert code == 2 and "curves.csv: column 'replication' missing" in err
     assert not (tmp_path / "bad").exists()
 
+
 def test_a_report_reads_steps_csv_in_either_form(tmp_path: Path) -> None:
     """simulate's default steps.csv (a row per step) reports as one worker, the mean one:
     its step-time distribution is each step's mean over the per-worker rows that

@@ -68,6 +68,8 @@ def resimulate(scenario: Path, out: Path) -> None:
             str(scenario),
             "--set",
             f"cluster.profile={profile}",
+            "--defaults",
+            "real",  # the fields left unset as run-real ran them, as compare does
             "--out",
             str(out / "sim"),
             "--force",  # compare's simulation, made again on purpose
