@@ -120,7 +120,11 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
     begin = ends[warmup - 1] if warmup else t0
     measured = ends[warmup:]
     finish = float(measured[-1])
-    training_time = float(finish - begin)
+    # the evaluations of the measured run, which the job waits for: the steps' time is
+    # without them, so that the two add up to the run's (docs/scenarios.md)
+    evaluations = [(r["start"], r["end"]) for r in launch.of("eval") if r["start"] >= begin]
+    held = sum(end - start for start, end in evaluations if end <= finish)
+    training_time = float(finish - begin - held)
     if asynchronous:
         window = [r for r in records if begin <= r["start"] and r["end"] <= finish]
         free = free_since(records, launch.of("serving"))
@@ -156,6 +160,7 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
             r["end"] - r["start"] for r in launch.of("checkpoint") if r["worker"] == 0
         ),
         "training_time_s": training_time,
+        "evaluation_time_s": float(sum(end - start for start, end in evaluations)),
         "startup_time_s": max(r["time"] for r in ready if r.get("generation", 0) == 0)
         - launch.launched,
         "final_loss": float(np.mean([r["loss"] for r in records if r["step"] == last])),

@@ -46,6 +46,8 @@ ADDED_COLUMNS = {
     **dict.fromkeys(vocab.TARGET_COLUMNS, float("nan")),  # no target: empty
     "peak_memory_bytes": float("nan"),  # not estimated
     "fits": True,  # every point was timed
+    "peak_learning_rate": float("nan"),  # not recorded
+    "evaluation_time_s": float("nan"),  # not recorded
 }
 #: steps.csv columns the report reads (the file has all of vocab.STEP_COLUMNS)
 STEP_NUMBERS = ("worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s", "staleness")

@@ -178,3 +178,38 @@ def target_columns(
     target = spec.training.target
     assert target is not None
     return convergence.to_target(curve, target.metric, target.value)
+
+
+def run_columns(
+    spec: ScenarioSpec,
+    timed: int,
+    row: dict[str, Any],
+    curve: dict[str, np.ndarray] | None,
+    eval_s: float,
+) -> dict[str, Any]:
+    """results.csv's times of the whole run, so that they add up (docs/scenarios.md):
+    `training_time_s` the measured steps' alone, `evaluation_time_s` every evaluation the
+    curve charges, and the curve's last time their sum. Where the engine held the job for
+    the evaluations itself (`held_by_engine`), they leave its training time; where it
+    timed fewer steps than the run has (`timed_steps`), the run's steps, samples and
+    training time are the timed steps' at their mean, as the curve extends them (`timed`:
+    the measured steps the engine timed)."""
+    out: dict[str, Any] = {"evaluation_time_s": 0.0}
+    steps = spec.training.steps
+    if timed < steps:  # the curve's update_ends: the rest at the timed steps' mean
+        out.update(
+            steps=steps,
+            training_time_s=row["training_time_s"] * steps / timed,
+            samples_trained=row["samples_trained"] * steps / timed,
+        )
+    if curve is None:
+        return out
+    marks = curve["step"]
+    out["evaluation_time_s"] = eval_s * len(marks)
+    if held_by_engine(spec):
+        warmup = spec.training.warmup_steps
+        within = int(np.sum((marks >= warmup) & (marks < warmup + steps)))
+        out["evaluation_time_s"] = eval_s * (within + 1)
+        out["training_time_s"] = row["training_time_s"] - eval_s * within
+        out["throughput_samples_per_s"] = row["samples_trained"] / out["training_time_s"]
+    return out

@@ -23,12 +23,13 @@ from scenarios.dynamics import RandomFailure
 from scenarios.loader import Point, Scenario
 from scenarios.pipeline import fits_line, memory_summary
 from scenarios.profile import Profile, load_profile
+from scenarios.schedule import schedule_of
 from scenarios.spec import ScenarioSpec
 from scenarios.stats import combine
 from scenarios.steps import summary as step_summary
 from scenarios.strategy import StrategySpec, algorithm_column
 
-from .convergence import target_columns, target_curve, timed_steps
+from .convergence import eval_time, run_columns, target_columns, target_curve, timed_steps
 from .failures import daly_interval, young_interval
 from .metrics import summarize
 from .simulation import Simulation
@@ -180,6 +181,7 @@ def _identity(spec: ScenarioSpec) -> dict[str, Any]:
         "workers": spec.workers,
         "servers": strategy.parameter_servers,
         "batch_per_worker": spec.training.batch_per_worker,
+        "peak_learning_rate": schedule_of(spec).peak,
     }
 
 
@@ -262,6 +264,8 @@ def simulate_point(
         curve = target_curve(spec, outcome, forward_s, profile)
         columns, reason = target_columns(spec, curve)
         rows[-1].update(columns)
+        evaluation_s = eval_time(spec, forward_s, profile)
+        rows[-1].update(run_columns(spec, timed.training.steps, rows[-1], curve, evaluation_s))
         why = why or reason
         if curve is not None:
             metric = spec.training.target.metric if spec.training.target else ""
@@ -278,7 +282,7 @@ def simulate_point(
                 - first["lost_work_time_s"]
                 - first["recovery_time_s"]
                 - first["checkpoint_time_s"]
-            ) / timed.training.steps
+            ) / spec.training.steps
             advice = checkpoint_advice(spec, sim, free)
             if trace:
                 trace_text = outcome.tracer.dumps(
@@ -291,7 +295,7 @@ def simulate_point(
         "point": point.id,
         "backend": "sim",
         **_identity(spec),
-        "steps": timed.training.steps,
+        "steps": spec.training.steps,
         **stats,
         "scaling_efficiency": stats["throughput_samples_per_s"] / (spec.workers * base)
         if base > 0
