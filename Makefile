@@ -38,7 +38,7 @@ test-slow: $(TF)
 	$(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)
-	$(BIN)/ruff check trainscale sim scenarios real reports tests tools
+	$(BIN)/ruff check trainscale sim scenarios real reports results commands workloads engines tests tools
 	$(BIN)/mypy
 
 # how fast simulate is at scale (minutes; not in CI): tests/benchmarks/results.jsonl and

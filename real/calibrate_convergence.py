@@ -23,11 +23,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from scenarios.convergence import ConvergenceSpec, Updates, values
+from scenarios.convergence import ConvergenceSpec
 from scenarios.profile import ConvergenceEntry, CurveFit
-from scenarios.schedule import schedule_of
 from scenarios.spec import ScenarioSpec, StrategySpec
 from scenarios.training import Target
+from workloads.convergence import Updates, values
+from workloads.schedule import schedule_of
 
 from .job import Job
 from .launcher import Launcher

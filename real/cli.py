@@ -20,10 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from scenarios import UserError, load, vocab
-from scenarios.cli import scenario_parser
-from scenarios.loader import Scenario
-from scenarios.results import (
+from commands.args import scenario_parser
+from results.files import (
     claim_output,
     origin,
     provenance,
@@ -31,7 +29,9 @@ from scenarios.results import (
     write_atomic,
     write_run,
 )
-from scenarios.steps import summary_of
+from results.steps import summary_of
+from scenarios import UserError, load, vocab
+from scenarios.loader import Scenario
 
 from .interrupt import how_stopped, stopped_by_signals
 from .launcher import GaveUp, RunError

@@ -36,10 +36,10 @@ from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
+from commands.args import ArgumentParser, scenario_parser
+from results.files import claim, claim_output, origin, page_origin
 from scenarios import UserError, load
-from scenarios.cli import ArgumentParser, scenario_parser
 from scenarios.loader import Scenario
-from scenarios.results import claim, claim_output, origin, page_origin
 
 from .cli import engine_of
 from .interrupt import how_stopped, stopped_by_signals

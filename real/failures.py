@@ -35,7 +35,7 @@ def failure_schedule(spec: ScenarioSpec) -> list[Failure]:
     exponential times between failures from the host's own seeded stream (`failures`),
     hitting the roles that host carries (one host here: the chief, so the job, and under
     parameter servers each dedicated server's own "host"), up to `real.timeout`."""
-    from scenarios.streams import stream
+    from results.streams import stream
 
     st = spec.strategy
     schedule = []

@@ -29,7 +29,7 @@ class Job:
     keras: dict[str, Any] = field(default_factory=dict)  # the model's builder and sizes
     batch_per_worker: int = 32
     learning_rate: float = 0.05  # the rate, where no schedule is given
-    # the rate at every update (scenarios.schedule.Schedule's fields); None: learning_rate
+    # the rate at every update (workloads.schedule.Schedule's fields); None: learning_rate
     schedule: dict[str, Any] | None = None
     warmup_steps: int = 0
     steps: int = 0
@@ -93,7 +93,7 @@ class Job:
         as 1."""
         import numpy as np
 
-        from scenarios.streams import lognormal_factors, stream
+        from results.streams import lognormal_factors, stream
 
         rng = stream(self.seed, 0, "jitter", self.index)
         factors = lognormal_factors(rng, self.jitter, total) * self.slow

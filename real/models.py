@@ -211,12 +211,12 @@ def build_model(keras_spec: dict[str, Any]) -> keras.Model:
 
 
 def rate_schedule(fields: dict[str, Any]) -> Any:
-    """`scenarios.schedule.Schedule` as a Keras schedule of the optimizer's update count
+    """`workloads.schedule.Schedule` as a Keras schedule of the optimizer's update count
     (its `iterations`, which a checkpoint restores): the rate each update applies."""
     import keras
     from keras import ops
 
-    from scenarios.schedule import Schedule
+    from workloads.schedule import Schedule
 
     s = Schedule.of(fields)
 

@@ -9,7 +9,7 @@ momentum and the batch on its task (synthetic, made once; or the digits, written
 first and last stages' tasks every step), and runs the whole step as one
 `tf.function` (docs/tf-notes.md: separate calls from one client run in turn):
 
-    stage k, in the order of the schedule (scenarios.pipeline.schedule_of):
+    stage k, in the order of the schedule (workloads.pipeline.schedule_of):
         F j: the stage's layers on micro-batch j (its input arrives from task k - 1)
         B j: tf.gradients of the stage's output on micro-batch j, given the gradient
              that arrives from task k + 1 (the loss's, on the last stage)
@@ -93,8 +93,8 @@ def coordinate(job: Job) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from scenarios.pipeline import schedule_of
-    from scenarios.schedule import Schedule
+    from workloads.pipeline import schedule_of
+    from workloads.schedule import Schedule
 
     stages, micro = job.stages, job.micro_batches
     # the client's threads carry the function's parts to every task at once

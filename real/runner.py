@@ -24,13 +24,13 @@ import numpy as np
 import pandas as pd
 
 from scenarios import vocab
-from scenarios.convergence import curve_frame
 from scenarios.errors import NotModelledError, ScenarioError
 from scenarios.loader import Point, Scenario
-from scenarios.pipeline import replicas, stage_layers
-from scenarios.schedule import schedule_of
 from scenarios.spec import ScenarioSpec
 from scenarios.strategy import algorithm_column
+from workloads.convergence import curve_frame
+from workloads.pipeline import replicas, stage_layers
+from workloads.schedule import schedule_of
 
 from .failures import launch_with_failures
 from .job import Job
@@ -121,7 +121,7 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
     each worker; under parameter servers the coordinator first, then the workers and the
     servers, which serve."""
     n = spec.workers if workers is None else workers
-    rates = schedule_of(spec, n)  # scaled, warmed up and decayed as scenarios/schedule.py says
+    rates = schedule_of(spec, n)  # scaled, warmed up and decayed as workloads/schedule.py says
     common = Job(
         index=0,
         workers=n,
@@ -266,7 +266,7 @@ def bytes_per_pack(spec: ScenarioSpec) -> int:
 def stragglers_of(spec: ScenarioSpec, worker: int) -> dict[str, Any]:
     """What worker `worker` injects: jitter, persistent slowness, transient hiccups (seconds
     per step), from the same seeded streams as the simulator."""
-    from scenarios.streams import stream
+    from results.streams import stream
 
     total = spec.training.warmup_steps + spec.training.steps
     slow = 1.0
@@ -490,9 +490,9 @@ def round_order(points: Sequence[Point], repetition: int) -> list[Point]:
 
 def merge_repeats(runs: list[RealPoint]) -> RealPoint:
     """One point's repeated runs as one: the mean of every figure with 95% half-widths of
-    the headline ones (`scenarios.stats.combine`, as the simulator combines replications),
+    the headline ones (`results.stats.combine`, as the simulator combines replications),
     `replications` the number of runs; the step records of all, `replication` the run."""
-    from scenarios.stats import combine
+    from results.stats import combine
 
     frames = [run.steps.assign(replication=i) for i, run in enumerate(runs)]
     row = combine([run.row for run in runs]) if len(runs) > 1 else {**runs[0].row}

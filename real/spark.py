@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from scenarios.spark import DEFAULT_MASTER, is_local, session
+from engines.spark import DEFAULT_MASTER, is_local, session
 from scenarios.spec import ScenarioSpec
 
 from .job import Job

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from results.stats import step_stats
 from scenarios import vocab
-from scenarios.convergence import to_target
 from scenarios.spec import ScenarioSpec
-from scenarios.stats import step_stats
+from workloads.convergence import to_target
 
 from .launcher import LaunchResult
 
@@ -29,7 +29,7 @@ def trace_of(
     under parameter servers) and any wait on the other; lost attempts and warm-up too. A
     pipeline's stages with CPU samples (`busy`): compute where the stage computed
     (`busy_spans`) within each of its steps, the bubble between."""
-    from scenarios.trace import ChromeTracer
+    from results.trace import ChromeTracer
 
     tracer = ChromeTracer(spec.cluster.devices_per_host)
     exchange = vocab.PUSH if spec.strategy.kind == "parameter_server" else vocab.ALLREDUCE

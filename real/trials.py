@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from results.stats import step_stats
 from scenarios.spec import ScenarioSpec
-from scenarios.stats import step_stats
 from scenarios.trials import trial_grid
 
 from .job import Job

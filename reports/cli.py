@@ -16,9 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from scenarios.cli import ArgumentParser, add_force, with_examples
+from commands.args import ArgumentParser, add_force, with_examples
+from results.files import claim, origin, page_origin, write_atomic
 from scenarios.errors import UserError
-from scenarios.results import claim, origin, page_origin, write_atomic
 
 from .render import to_html, to_markdown, uncalibrated_note
 from .report import build

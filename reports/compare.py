@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from results.stats import t95
 from scenarios.errors import UserError
-from scenarios.stats import t95
 
 from .load import Run, records
 

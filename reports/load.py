@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from results.steps import is_summary
 from scenarios import vocab
 from scenarios.errors import UserError
-from scenarios.steps import is_summary
 
 BACKENDS = ("sim", "real")
 

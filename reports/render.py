@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from scenarios.results import generator_tag
+from results.files import generator_tag
 
 from .compare import PairOrder, TargetAgreement
 from .load import Run

@@ -1,19 +1,25 @@
 """The scenario's `training` section: batch, steps, data, the learning-rate schedule (the
-rates themselves: `scenarios/schedule.py`), and the target training runs to (`target`,
+rates themselves: `workloads/schedule.py`), and the target training runs to (`target`,
 bounded by `max_steps` or `max_epochs`, measured on a held-out split every
 `evaluation.every_steps` updates)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from .fields import Strict, _LocatedError
-from .schedule import scale_of
 
 #: images in scikit-learn's bundled digits set (`training.data: digits`)
 DIGITS_SAMPLES = 1797
+
+
+def scale_of(scaling: str, k: float) -> float:
+    """The factor on the base rate for an update k times the base's (k workers' gradients,
+    or k times `base_batch` samples)."""
+    return {"linear": float(k), "sqrt": math.sqrt(k), "none": 1.0}[scaling]
 
 
 class Decay(Strict):
@@ -43,7 +49,7 @@ class Decay(Strict):
 
 
 class LearningRate(Strict):
-    """The rate rule (scenarios/schedule.py): `base` is the rate for a batch of
+    """The rate rule (workloads/schedule.py): `base` is the rate for a batch of
     `base_batch` samples, scaled by `scaling` with the batch an update averages (Goyal et
     al.: 0.1 per 256 images, linear). Without `base_batch`, `base` is the rate of one
     worker's batch and scales with the workers an update averages, whatever the batch."""

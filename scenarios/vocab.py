@@ -120,7 +120,7 @@ STEPS_ALL = "all"
 STEPS_FORMS = (STEPS_SUMMARY, STEPS_ALL)
 
 #: steps.csv in its summary form, one row per (point, replication, step, generation,
-#: trial): the workers' rows of that step summed up (scenarios/steps.py)
+#: trial): the workers' rows of that step summed up (results/steps.py)
 STEP_SUMMARY_COLUMNS = (
     "point",
     "replication",

@@ -1,7 +1,7 @@
 """Discrete-event simulator of distributed training, on SimPy.
 
 `sim.run(scenario)` simulates every sweep point of a loaded scenario and returns a
-`RunResult` (`.results`, `.steps`, `.traces`); `scenarios.results.write_run` writes them
+`RunResult` (`.results`, `.steps`, `.traces`); `results.files.write_run` writes them
 as the result files of docs/scenarios.md, as `simulate` does. What every point costs
 comes from `sim.costs.cost_model`.
 """

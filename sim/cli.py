@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
+from commands.args import scenario_parser
+from results.files import claim_output, origin, provenance, write_run
 from scenarios import UserError, load, vocab
 from scenarios.backends import AUTO_TIMED_STEPS
-from scenarios.cli import scenario_parser
-from scenarios.results import claim_output, origin, provenance, write_run
 
 from .convergence import timed_steps
 from .costs.explain import run_summary

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from scenarios import convergence, vocab
+from scenarios import vocab
 from scenarios.backends import AUTO_TIMED_STEPS
 from scenarios.errors import ScenarioError
-from scenarios.schedule import schedule_of
 from scenarios.spec import ScenarioSpec
+from workloads import convergence
+from workloads.schedule import schedule_of
 
 from .metrics import measure_begin
 from .simulation import SimulationOutcome

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from results.stats import step_stats as _step_stats
 from scenarios import vocab
 from scenarios.spec import ScenarioSpec
-from scenarios.stats import step_stats as _step_stats
 
 from .simulation import SimulationOutcome
 

@@ -2,7 +2,7 @@
 or a 1 / T share of every layer of it with tensor parallelism.
 
 Device d holds stage k of replica r, tensor share t, d = (r P + k) T + t
-(`scenarios/pipeline.py`). Every step, a replica's batch is cut into M micro-batches. A
+(`workloads/pipeline.py`). Every step, a replica's batch is cut into M micro-batches. A
 stage's forward of micro-batch j waits for the previous stage's activations of j; when
 done, it sends its own to the next stage (a transfer over the topology, from share t to
 share t). A backward waits for the next stage's gradient of j and sends its own back. The
@@ -45,7 +45,7 @@ import numpy as np
 import simpy
 
 from scenarios import vocab
-from scenarios.pipeline import replicas, schedule_of, stage_layers
+from workloads.pipeline import replicas, schedule_of, stage_layers
 
 from .collectives import ALGORITHMS
 from .shards import assign, variable_layers

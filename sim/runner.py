@@ -17,17 +17,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from results.stats import combine
+from results.steps import summary as step_summary
 from scenarios import vocab
-from scenarios.convergence import curve_frame
 from scenarios.dynamics import RandomFailure
 from scenarios.loader import Point, Scenario
-from scenarios.pipeline import fits_line, memory_summary
 from scenarios.profile import Profile, load_profile
-from scenarios.schedule import schedule_of
 from scenarios.spec import ScenarioSpec
-from scenarios.stats import combine
-from scenarios.steps import summary as step_summary
 from scenarios.strategy import StrategySpec, algorithm_column
+from workloads.convergence import curve_frame
+from workloads.pipeline import fits_line, memory_summary
+from workloads.schedule import schedule_of
 
 from .convergence import eval_time, run_columns, target_columns, target_curve, timed_steps
 from .failures import daly_interval, young_interval
@@ -45,7 +45,7 @@ class PointResult:
     calibration: dict[str, Any] | None = None  # which numbers came from cluster.profile
     curves: pd.DataFrame | None = None  # the target metric at every evaluation
     target: str | None = None  # why the time-to-target columns are empty
-    memory: dict[str, Any] = field(default_factory=dict)  # scenarios.pipeline.memory_summary
+    memory: dict[str, Any] = field(default_factory=dict)  # workloads.pipeline.memory_summary
     #: meta.json's `timed_steps`: how many measured steps were timed (`all`, or a number,
     #: the rest extended at their mean), of how many, and why (convergence.timed_steps)
     timed: dict[str, Any] = field(default_factory=dict)
@@ -58,7 +58,7 @@ class RunResult:
 
     @property
     def results(self) -> pd.DataFrame:
-        from scenarios.results import results_frame
+        from results.files import results_frame
 
         return results_frame([p.row for p in self.points])
 
@@ -81,7 +81,7 @@ class RunResult:
 
     @property
     def memory(self) -> dict[str, dict[str, Any]]:
-        """meta.json's `memory`: each point's device memory (scenarios/pipeline.py)."""
+        """meta.json's `memory`: each point's device memory (workloads/pipeline.py)."""
         return {p.point_id: p.memory for p in self.points}
 
     @property
@@ -365,7 +365,7 @@ def _steps_summary(
     point_id: str, replication: int, spec: ScenarioSpec, outcome: Any
 ) -> pd.DataFrame:
     """steps.csv's summary rows of one replication, from the records a piece at a time
-    (scenarios/steps.py): no per-worker table is built."""
+    (results/steps.py): no per-worker table is built."""
     warmup = spec.training.warmup_steps
     asynchronous = spec.strategy.kind == "parameter_server" and not spec.strategy.sync
     names = ("step", "generation", "trial", "start", "compute_end", "comm_end", "end", "staleness")
@@ -432,7 +432,7 @@ def run(
 
 def _on_spark(points: list[Point], trace: bool, steps: str) -> list[PointResult]:
     """Every point a Spark task; the results in the points' order."""
-    from scenarios.spark import session
+    from engines.spark import session
 
     settings = points[0].spec.real.spark
     sc = session(settings.master, settings.conf).sparkContext

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import simpy
 
+from results.streams import stream
+from results.trace import ChromeTracer, NullTracer
 from scenarios import vocab
 from scenarios.profile import Profile
 from scenarios.spec import ScenarioSpec
-from scenarios.streams import stream
-from scenarios.trace import ChromeTracer, NullTracer
 
 from .costs import cost_model
 from .network import make_network

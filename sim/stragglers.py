@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from results.streams import stream
 from scenarios.spec import ScenarioSpec
-from scenarios.streams import stream
 
 from .distributions import LogNormal
 

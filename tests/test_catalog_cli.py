@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scenarios.catalog_cli import main
+from commands.catalog import main
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "scenarios" / "catalog"

@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scenarios import convergence, load
-from scenarios.convergence import ConvergenceSpec, Updates, gain, progress, stale_factor
+from scenarios import load
+from scenarios.convergence import ConvergenceSpec
+from workloads import convergence
+from workloads.convergence import Updates, gain, progress, stale_factor
 
 
 def quadratic(**changes: float | str) -> ConvergenceSpec:

@@ -22,7 +22,7 @@ PARSERS = {
     "run-real": "real.cli",
     "compare": "real.compare",
     "report": "reports.cli",
-    "catalog": "scenarios.catalog_cli",
+    "catalog": "commands.catalog",
 }
 
 

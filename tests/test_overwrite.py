@@ -1,4 +1,4 @@
-"""Nothing overwritten silently (scenarios/results.py `claim_output`, and the four commands
+"""Nothing overwritten silently (results/files.py `claim_output`, and the four commands
 that write results): a command replaces what it wrote itself for the same scenario, and
 refuses in one line, before anything runs and with every file left as it was, to replace
 what another command, a calibrated run or a run on another engine wrote, unless --force.
@@ -22,7 +22,7 @@ import real.runner
 import sim.cli
 from real import cli as real_cli
 from reports import cli as report_cli
-from scenarios.results import claim_output, origin, origin_of, page_origin
+from results.files import claim_output, origin, origin_of, page_origin
 
 ROOT = Path(__file__).resolve().parent.parent
 MLP = ROOT / "scenarios" / "library" / "mlp-localhost.yaml"

@@ -26,11 +26,11 @@ import pandas as pd
 import pytest
 
 from scenarios import ScenarioError, load
-from scenarios.pipeline import balanced_split, bubble_fraction, in_flight, memory_of
 from sim.lockstep import collective_time
 from sim.pipeline import schedule_of
 from sim.runner import run as simulate
 from sim.simulation import Simulation
+from workloads.pipeline import balanced_split, bubble_fraction, in_flight, memory_of
 
 LAYERS, FLOPS, PARAMS = 12, 12e9, 12e6  # per sample; 1 GFLOP and 1 M parameters a layer
 

@@ -7,7 +7,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scenarios.results import csv_chunks, frame_csv
+from results.files import csv_chunks, frame_csv
 
 TEXT = st.text(alphabet=st.sampled_from(list('ab,"= \n_')), max_size=6)
 FLOAT = st.floats(allow_nan=True, allow_infinity=True, width=64)

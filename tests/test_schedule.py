@@ -1,4 +1,4 @@
-"""The learning-rate schedule (scenarios/schedule.py) against its published definitions."""
+"""The learning-rate schedule (workloads/schedule.py) against its published definitions."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scenarios.schedule import schedule, schedule_of
 from scenarios.training import LearningRate
+from workloads.schedule import schedule, schedule_of
 
 IMAGENET = 1_281_167  # training images (Russakovsky et al. 2015)
 

@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scenarios.results import write_atomic  # noqa: E402
+from results.files import write_atomic  # noqa: E402
 
 RESULTS = ROOT / "tests" / "benchmarks" / "results.jsonl"
 DOC = ROOT / "docs" / "performance.md"

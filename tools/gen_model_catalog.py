@@ -34,8 +34,8 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from real.models import build_model  # noqa: E402 - needs the sys.path line above
+from results.files import write_atomic  # noqa: E402
 from scenarios.keras_layers import DEFAULT_SPECS, layer_table  # noqa: E402
-from scenarios.results import write_atomic  # noqa: E402
 
 DEFAULT_OUT = REPO_ROOT / "scenarios" / "catalog" / "models"
 

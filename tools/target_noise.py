@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from real.calibrate_convergence import curve_jobs  # noqa: E402
 from real.launcher import Launcher  # noqa: E402
+from results.files import write_atomic  # noqa: E402
 from scenarios import load  # noqa: E402
-from scenarios.results import write_atomic  # noqa: E402
 
 TARGETS = {"accuracy": (0.8, 0.85, 0.9, 0.92, 0.94), "loss": (1.0, 0.6, 0.4, 0.3, 0.2)}
 

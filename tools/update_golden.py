@@ -8,8 +8,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from results.files import write_atomic  # noqa: E402
 from scenarios import load, vocab  # noqa: E402
-from scenarios.results import write_atomic  # noqa: E402
 from sim import run  # noqa: E402
 
 

@@ -42,7 +42,7 @@ from reports.compare import (  # noqa: E402
     run_to_run_noise,
 )
 from reports.load import load_run  # noqa: E402
-from scenarios.results import write_atomic  # noqa: E402
+from results.files import write_atomic  # noqa: E402
 
 BEGIN, END = "<!-- analysis: begin -->", "<!-- analysis: end -->"
 TARGET_PCT = 10.0

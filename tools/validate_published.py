@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from reports.compare import mape as percent_mape  # noqa: E402
+from results.files import git_commit, write_atomic  # noqa: E402
 from scenarios import load  # noqa: E402
 from scenarios.published import Figure, figures  # noqa: E402
-from scenarios.results import git_commit, write_atomic  # noqa: E402
 from sim.runner import run  # noqa: E402
 
 PUBLISHED = ROOT / "scenarios" / "published"

@@ -7,6 +7,6 @@ The library lives in the packages `scenarios` (the language), `sim` (the simulat
 `real` (the TensorFlow backend) and `reports` (reads result files).
 """
 
-from scenarios.cli import VERSION as __version__
+from commands.args import VERSION as __version__
 
 __all__ = ["__version__"]

@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from scenarios import cli as shared
+from commands import args as shared
 
 # command -> (module with main(argv), what it does)
 COMMANDS = {
@@ -20,7 +20,7 @@ COMMANDS = {
     "run-real": ("real.cli", "run a scenario for real with TensorFlow (or --calibrate)"),
     "report": ("reports.cli", "lay result directories side by side in HTML and Markdown"),
     "compare": ("real.compare", "calibrate, run for real, simulate and report, in one go"),
-    "catalog": ("scenarios.catalog_cli", "show the bundled devices, links, networks and models"),
+    "catalog": ("commands.catalog", "show the bundled devices, links, networks and models"),
 }
 
 USAGE = "usage: trainscale [--version] COMMAND [ARGS...]"

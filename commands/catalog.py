@@ -17,9 +17,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import catalog
-from .cli import ArgumentParser, with_examples
-from .units import Kind, parse
+from scenarios import catalog
+from scenarios.units import Kind, parse
+
+from .args import ArgumentParser, with_examples
 
 # (title, file whose comments hold the sources)
 _SOURCES = {

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import vocab
-from .errors import UserError
-from .loader import Scenario
-from .schedule import schedule_of
+from scenarios import vocab
+from scenarios.errors import UserError
+from scenarios.loader import Scenario
+from workloads.schedule import schedule_of
 
 PACKAGES = (
     "trainscale",

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from . import vocab
+from scenarios import vocab
 
 KEYS = ["step", "generation", "trial"]
 

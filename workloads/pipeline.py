@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .spec import ScenarioSpec
+from scenarios.spec import ScenarioSpec
 
 #: optimizer slots per parameter: SGD with momentum (real/models.py trains with it)
 OPTIMIZER_SLOTS = 1

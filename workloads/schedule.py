@@ -25,20 +25,15 @@ workers drop; one worker's batch when asynchronous).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from scenarios.training import scale_of
+
 if TYPE_CHECKING:
-    from .spec import ScenarioSpec
-
-
-def scale_of(scaling: str, k: float) -> float:
-    """The factor on the base rate for an update k times the base's (k workers' gradients,
-    or k times `base_batch` samples)."""
-    return {"linear": float(k), "sqrt": math.sqrt(k), "none": 1.0}[scaling]
+    from scenarios.spec import ScenarioSpec
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from scenarios.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the master a scenario with `real.engine: spark` and no master runs on
