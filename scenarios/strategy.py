@@ -41,6 +41,18 @@ _KINDS_OF_FIELD = {
 Backend = Literal["sim", "real"]
 
 
+def counts_updates(kind: str, sync: bool) -> bool:
+    """Whether a strategy of `kind` (a results row's `strategy` column) counts its steps
+    in updates of one worker's batch: asynchronous parameter servers."""
+    return kind == "parameter_server" and not sync
+
+
+def trains_alone(kind: str) -> bool:
+    """Whether a strategy of `kind` (a results row's `strategy` column) is independent
+    trials."""
+    return kind == "independent"
+
+
 def algorithm_column(strategy: StrategySpec) -> str:
     """The `algorithm` column of a results row: the collective where the strategy runs one
     (both backends write it so, and rows pair only when it matches)."""
@@ -106,11 +118,57 @@ class StrategySpec(Strict):
             return self.servers
         return self.servers if self.kind == "pipeline" and "servers" in self.model_fields_set else 0
 
+    # ---- what follows from the kind: the only place that compares kind strings ----
+
+    @property
+    def all_reduces(self) -> bool:
+        """Data parallelism whose workers all-reduce their gradients (`allreduce`)."""
+        return self.kind == "allreduce"
+
+    @property
+    def serves_parameters(self) -> bool:
+        """Data parallelism through parameter servers (`parameter_server`)."""
+        return self.kind == "parameter_server"
+
+    @property
+    def pipelined(self) -> bool:
+        """Model parallelism: the layers cut into stages (`pipeline`)."""
+        return self.kind == "pipeline"
+
+    @property
+    def trains_alone(self) -> bool:
+        """Independent trials: every worker slot trains a model of its own."""
+        return self.kind == "independent"
+
     @property
     def averages_gradients(self) -> bool:
         """Whether an update averages the gradients of a batch the workers share (every
         kind but independent trials, each of which trains alone)."""
-        return self.kind != "independent"
+        return not self.trains_alone
+
+    @property
+    def counts_updates(self) -> bool:
+        """Asynchronous parameter servers: every push is an update of one worker's batch,
+        and `training.steps` counts those updates, all workers together."""
+        return counts_updates(self.kind, self.sync)
+
+    def copies(self, workers: int) -> int:
+        """The copies of the model among `workers` devices: one per device, or one per
+        `stages x tensor` devices of a pipeline."""
+        return max(1, workers // (self.stages * self.tensor)) if self.pipelined else workers
+
+    def averaged(self, workers: int) -> int:
+        """The gradients one update averages on `workers` devices: one (an asynchronous
+        push; a trial), or one per copy of the model."""
+        return 1 if self.counts_updates or self.trains_alone else self.copies(workers)
+
+    def kept(self, workers: int) -> int:
+        """The gradients one update applies: those it averages, less what backup workers
+        drop (synchronous parameter servers)."""
+        averaged = self.averaged(workers)
+        if self.serves_parameters:
+            return averaged - min(self.backup_workers, workers - 1)
+        return averaged
 
     def for_backend(self, backend: Backend) -> StrategySpec:
         """The strategy as `backend` runs it where the file leaves a field unset: all-reduce
