@@ -40,6 +40,7 @@ test-slow: $(TF)
 lint: $(STAMP)
 	$(BIN)/ruff check trainscale sim scenarios real reports results commands workloads engines tests tools
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # how fast simulate is at scale (minutes; not in CI): tests/benchmarks/results.jsonl and
 # docs/performance.md; `$(BIN)/python tools/bench.py --help` for one case at a time
