@@ -131,7 +131,7 @@ def compute_key(spec: ScenarioSpec) -> tuple[str, int, str, int, int, int]:
     """What a point's compute entry is measured for: model, batch, dtype, the host's
     worker processes (P), the server processes listening beside them, and a pipeline's
     micro-batches. A pipeline's P: its stages, side by side on a core each, at most cores()."""
-    pipeline = spec.strategy.kind == "pipeline"
+    pipeline = spec.strategy.pipelined
     return (
         spec.model.name,
         spec.training.batch_per_worker,
@@ -147,7 +147,7 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
     server processes that only listen (as a job's parameter servers and coordinator do
     while its workers compute): their gRPC threads share the cores too. A pipeline's
     point: its stages side by side (`real/pipeline.py`, `measure_stage`)."""
-    if spec.strategy.kind == "pipeline":
+    if spec.strategy.pipelined:
         return measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, together=processes)
     base = jobs_for(_single_worker(spec), 1)[0]
     warmup = spec.training.warmup_steps
@@ -480,11 +480,11 @@ def probes_of(spec: ScenarioSpec) -> list[Probe]:
         devices = spec.cluster.devices_per_host
         model = (spec.model.name, spec.training.batch_per_worker)
         return [*probes, ("in_graph", devices), ("dispatch", *model, devices)]
-    if st.kind == "pipeline" and st.stages > 1:
+    if st.pipelined and st.stages > 1:
         return [*probes, ("fed", spec.model.name, spec.training.batch_per_worker, st.micro_batches)]
-    if spec.strategy.kind == "allreduce" and spec.workers > 1:
+    if spec.strategy.all_reduces and spec.workers > 1:
         probes += [("allreduce", n) for n in sorted({2, spec.workers})]
-    if spec.strategy.kind == "parameter_server":
+    if spec.strategy.serves_parameters:
         probes += [
             ("allreduce", 2),
             ("coordinator",),

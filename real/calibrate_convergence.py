@@ -232,7 +232,7 @@ def curve_points(specs: list[ScenarioSpec]) -> tuple[ScenarioSpec, list[tuple[in
         {
             (s.samples_per_step, round(schedule_of(s).peak, 12))
             for s in specs
-            if not (s.strategy.kind == "parameter_server" and not s.strategy.sync)
+            if not s.strategy.counts_updates
         }
     )
     if len(pairs) < 2:

@@ -44,7 +44,7 @@ def failure_schedule(spec: ScenarioSpec) -> list[Failure]:
             schedule.append(Failure(f.role, f.index, f.at_step, f.at_time, f.downtime))
             continue
         params = f.random
-        servers = st.servers if st.kind == "parameter_server" else 0
+        servers = st.servers if st.serves_parameters else 0
         for host in range(spec.cluster.hosts + servers):
             roles = (
                 ({"chief", "worker"} if host == 0 else {"worker"})
@@ -68,7 +68,7 @@ def failure_schedule(spec: ScenarioSpec) -> list[Failure]:
 
 def process_of(spec: ScenarioSpec, failure: Failure) -> tuple[int, int, bool]:
     """(process to kill, process whose records count steps, whether it rejoins alone)."""
-    if spec.strategy.kind == "parameter_server":  # jobs: chief, workers, servers
+    if spec.strategy.serves_parameters:  # jobs: chief, workers, servers
         if failure.role == "worker":
             return 1 + failure.index, 0, True  # a worker rejoins; the coordinator goes on
         if failure.role == "ps":

@@ -47,7 +47,7 @@ def check_supported(spec: ScenarioSpec) -> None:
     """Refuse, before anything starts, what run-real cannot (yet) run as specified."""
     st = spec.strategy
     problems = []
-    if st.kind == "parameter_server":
+    if st.serves_parameters:
         if st.sync and st.partition == "sliced" and st.servers > 1:
             problems.append("strategy.partition: sliced with synchronous parameter servers")
         elif st.partition == "greedy":
@@ -59,9 +59,9 @@ def check_supported(spec: ScenarioSpec) -> None:
         elif st.staleness is not None or st.max_iterations_ahead is not None:
             name = "staleness" if st.staleness is not None else "max_iterations_ahead"
             problems.append(f"strategy.{name} (TensorFlow has no SSP bound)")
-    elif st.kind == "independent":
+    elif st.trains_alone:
         pass  # trials: single-worker processes on the slots (real/trials.py)
-    elif st.kind == "pipeline":
+    elif st.pipelined:
         problems += pipeline_problems(spec)
     elif not st.sync:
         problems.append("strategy.sync: false (asynchronous all-reduce)")
@@ -77,7 +77,7 @@ def check_supported(spec: ScenarioSpec) -> None:
             "strategy.overlap: true (MultiWorkerMirroredStrategy all-reduces once the whole "
             "backward pass is done; leave overlap out, or set it false)"
         )
-    if st.kind == "independent" and spec.failures:
+    if st.trains_alone and spec.failures:
         problems.append("failures with independent trials")
     spark = spec.real.engine == "spark"
     if spark and not spec.real.spark.master.startswith("local") and not spec.real.shared_dir:
@@ -139,7 +139,7 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
         **target_fields(spec),
     )
     st = spec.strategy
-    if st.kind == "parameter_server":  # even alone, a worker talks to its servers
+    if st.serves_parameters:  # even alone, a worker talks to its servers
         total = spec.training.warmup_steps + spec.training.steps
         injected = [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]
         chief = common.replace(
@@ -154,7 +154,7 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
         workers_ = [common.replace(role="worker", index=i, serve=True) for i in range(n)]
         servers = [common.replace(role="ps", index=j, serve=True) for j in range(st.servers)]
         return [chief, *workers_, *servers]
-    if st.kind == "pipeline":
+    if st.pipelined:
         # one copy of the model, its stages driven by the chief (real/pipeline.py); alone,
         # the whole model on one device in one micro-batch
         if n == spec.workers:
@@ -255,7 +255,7 @@ def bytes_per_pack(spec: ScenarioSpec) -> int:
     they reach it; 0 (TensorFlow: one pack of every gradient) where one bucket holds them
     all. `fusion_buffer: 0` (one tensor a bucket) is 1 byte: every pack closes after its
     first tensor."""
-    if spec.strategy.kind != "allreduce":
+    if not spec.strategy.all_reduces:
         return 0
     fusion = spec.strategy.fusion_buffer
     if fusion >= spec.model.gradient_bytes:
@@ -312,7 +312,7 @@ def run_trials_point(point: Point) -> RealPoint:
         "backend": "real",
         "scenario": spec.name,
         "model": spec.model.name,
-        "strategy": "independent",
+        "strategy": spec.strategy.kind,
         "algorithm": "",
         "sync": True,
         "workers": spec.workers,
@@ -363,7 +363,7 @@ def run_point(
     and splits the data by the scenario's seed + `repetition`: how long training takes
     to a target varies from one shuffle to the next, and a mean over runs of one shuffle
     would measure that one shuffle. `phase` is told when the 1-worker baseline starts."""
-    if point.spec.strategy.kind == "independent":
+    if point.spec.strategy.trains_alone:
         return run_trials_point(point)
     started = time.perf_counter()
     spec = point.spec

@@ -32,7 +32,7 @@ def trace_of(
     from results.trace import ChromeTracer
 
     tracer = ChromeTracer(spec.cluster.devices_per_host)
-    exchange = vocab.PUSH if spec.strategy.kind == "parameter_server" else vocab.ALLREDUCE
+    exchange = vocab.PUSH if spec.strategy.serves_parameters else vocab.ALLREDUCE
     columns = ["worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s"]
     spans = {}
     if busy:
@@ -98,7 +98,7 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
     ]
     ready = launch.of("ready")
     t0 = min(r["start"] for r in records)
-    asynchronous = spec.strategy.kind == "parameter_server" and not spec.strategy.sync
+    asynchronous = spec.strategy.counts_updates
     rounds = {r["step"]: r for r in launch.of("round")}  # sync PS: a step ends at its update
     # a job with a target stops once it is met: the steps it ran, not the bound
     ran = len(records) if asynchronous else 1 + max([r["step"] for r in records] + list(rounds))
