@@ -19,6 +19,7 @@ import pandas as pd
 
 from results.stats import t95
 from scenarios.errors import UserError
+from scenarios.strategy import serves_parameters
 
 from .load import Run, records
 
@@ -109,7 +110,7 @@ def _show(value: Any) -> str:
 def strategy_label(row: Mapping[str, Any]) -> str:
     """'allreduce/ring', 'ps x4', 'independent', with ' async' for asynchronous runs."""
     strategy = str(row["strategy"])
-    if strategy == "parameter_server":
+    if serves_parameters(strategy):
         label = f"ps x{_show(float(row['servers']))}"
     elif row["algorithm"]:
         label = f"{strategy}/{row['algorithm']}"

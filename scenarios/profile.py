@@ -64,6 +64,7 @@ from .convergence import ConvergenceSpec
 from .errors import ScenarioError
 from .fields import Bandwidth, Bytes, DType, PositiveSeconds, Seconds
 from .spec import StrategySpec
+from .strategy import serves_parameters
 
 
 class _Strict(BaseModel):
@@ -233,8 +234,8 @@ class RestartEntry(_Strict):
 def restart_job(strategy: StrategySpec) -> tuple[str, int]:
     """How a restart entry names the job it was measured for, besides model, batch and
     workers: (strategy, servers), e.g. ("allreduce/ring", 0), ("parameter_server/sync", 2)."""
-    if strategy.kind == "parameter_server":
-        return f"parameter_server/{'sync' if strategy.sync else 'async'}", strategy.servers
+    if strategy.serves_parameters:
+        return f"{strategy.kind}/{'sync' if strategy.sync else 'async'}", strategy.servers
     return f"{strategy.kind}/{strategy.algorithm}", 0
 
 
@@ -360,7 +361,7 @@ class Profile(_Strict):
 def server_processes(kind: str, servers: int) -> int:
     """TensorFlow processes of a job that listen while its workers compute: under
     parameter servers, the servers and the coordinator; none otherwise."""
-    return servers + 1 if kind == "parameter_server" else 0
+    return servers + 1 if serves_parameters(kind) else 0
 
 
 def load_profile(path: str | Path, field: str = "cluster.profile") -> Profile:

@@ -405,7 +405,7 @@ class ScenarioSpec(Strict):
         """Where `training.<field>` is, after checking that it may stand in for
         `training.<instead_of>` here: not for trials, not beside the field it replaces."""
         where = ("training", field)
-        if self.strategy.kind == "independent":
+        if self.strategy.trains_alone:
             raise _LocatedError(where, "not defined for strategy kind independent (trials)")
         if instead_of in self.training.model_fields_set:
             raise _LocatedError(where, f"give {instead_of} or {field}, not both")
@@ -483,21 +483,18 @@ class ScenarioSpec(Strict):
     @property
     def samples_per_step(self) -> int:
         """What one of `training.steps` trains, samples whose gradients reach the model:
-        an update of one worker's batch for asynchronous parameter servers, else a step
-        of every worker but the backup workers' (whose gradients are dropped)."""
-        batch = self.training.batch_per_worker
+        the batches an update applies (`StrategySpec.kept`: one worker's under
+        asynchronous parameter servers, one per copy of a pipeline, else every worker's
+        but the backup workers', whose gradients are dropped); a batch of every trial."""
         st = self.strategy
-        if st.kind == "parameter_server" and not st.sync:
-            return batch
-        if st.kind == "pipeline":  # a batch per replica of the pipeline
-            return self.workers // (st.stages * st.tensor) * batch
-        backup = st.backup_workers if st.kind == "parameter_server" else 0
-        return (self.workers - backup) * batch
+        # trials: every worker's batch trains a model of its own
+        batches = self.workers if st.trains_alone else st.kept(self.workers)
+        return batches * self.training.batch_per_worker
 
     @model_validator(mode="after")
     def _pipeline_fits(self) -> ScenarioSpec:
         st = self.strategy
-        if st.kind != "pipeline":
+        if not st.pipelined:
             return self
         layers = len(self.model.layer_table())
         if st.stages > layers:
@@ -548,8 +545,8 @@ class ScenarioSpec(Strict):
                         ("stragglers", "slow", i, "workers"),
                         f"worker {w} does not exist ({workers} workers: 0..{workers - 1})",
                     )
-        ps = self.strategy.kind == "parameter_server"
-        if self.strategy.kind == "independent":
+        ps = self.strategy.serves_parameters
+        if self.strategy.trains_alone:
             # each trial is a training run of its own: the contract gives no failure or
             # checkpoint semantics to a search
             if self.failures:
@@ -576,7 +573,7 @@ class ScenarioSpec(Strict):
                 raise _LocatedError(
                     ("failures", i, "index"), f"parameter server {failure.index} does not exist"
                 )
-        if ps and not self.strategy.sync and self.training.steps < workers:
+        if self.strategy.counts_updates and self.training.steps < workers:
             # asynchronous steps are updates, all workers together: fewer than one per
             # worker measure less than one iteration of each, and a window of updates
             # that all land in the first round can have no length at all

@@ -53,6 +53,12 @@ def trains_alone(kind: str) -> bool:
     return kind == "independent"
 
 
+def serves_parameters(kind: str) -> bool:
+    """Whether a strategy of `kind` (a results row's `strategy` column) is data
+    parallelism through parameter servers."""
+    return kind == "parameter_server"
+
+
 def algorithm_column(strategy: StrategySpec) -> str:
     """The `algorithm` column of a results row: the collective where the strategy runs one
     (both backends write it so, and rows pair only when it matches)."""
@@ -128,7 +134,7 @@ class StrategySpec(Strict):
     @property
     def serves_parameters(self) -> bool:
         """Data parallelism through parameter servers (`parameter_server`)."""
-        return self.kind == "parameter_server"
+        return serves_parameters(self.kind)
 
     @property
     def pipelined(self) -> bool:
@@ -138,7 +144,7 @@ class StrategySpec(Strict):
     @property
     def trains_alone(self) -> bool:
         """Independent trials: every worker slot trains a model of its own."""
-        return self.kind == "independent"
+        return trains_alone(self.kind)
 
     @property
     def averages_gradients(self) -> bool:
@@ -166,7 +172,7 @@ class StrategySpec(Strict):
         """The gradients one update applies: those it averages, less what backup workers
         drop (synchronous parameter servers)."""
         averaged = self.averaged(workers)
-        if self.serves_parameters:
+        if self.serves_parameters and self.sync:
             return averaged - min(self.backup_workers, workers - 1)
         return averaged
 

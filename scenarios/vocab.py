@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import strategy
+
 # Phases of a worker's timeline (trace events and time accounting).
 COMPUTE = "compute"
 PUSH = "push"
@@ -167,12 +169,12 @@ def counts_updates(row: Mapping[Any, Any]) -> bool:
     """Whether a results row's `steps` are updates: asynchronous parameter servers count
     `training.steps` in updates (one worker's batch each, all workers together); every
     other strategy in steps of every worker."""
-    return row["strategy"] == "parameter_server" and not row["sync"]
+    return strategy.counts_updates(row["strategy"], row["sync"])
 
 
 def measured_steps(row: Mapping[Any, Any]) -> str:
     """A results row's `steps` with what they counted: `400 updates`, `100 steps`."""
     steps = f"{float(row['steps']):.0f}"
-    if row["strategy"] == "independent":
+    if strategy.trains_alone(row["strategy"]):
         return f"{steps} per trial"
     return f"{steps} {'updates' if counts_updates(row) else 'steps'}"

@@ -68,7 +68,7 @@ def stage_layers(spec: ScenarioSpec) -> list[range]:
     layer unless the strategy is a pipeline."""
     table = spec.model.layer_table()
     strategy = spec.strategy
-    if strategy.kind != "pipeline":
+    if not strategy.pipelined:
         return [range(len(table))]
     if isinstance(strategy.split, tuple):
         counts = list(strategy.split)
@@ -87,9 +87,7 @@ def stage_layers(spec: ScenarioSpec) -> list[range]:
 def replicas(spec: ScenarioSpec) -> int:
     """Copies of the model the devices hold (each device one stage, or a tensor share of
     one, of one copy)."""
-    st = spec.strategy
-    per_copy = st.stages * st.tensor if st.kind == "pipeline" else 1
-    return spec.cluster.workers // per_copy
+    return spec.strategy.copies(spec.cluster.workers)
 
 
 def in_flight(schedule: str, stages: int, micro_batches: int, stage: int) -> int:
@@ -146,7 +144,7 @@ def memory_of(spec: ScenarioSpec) -> list[MemoryUse]:
     outputs = [layer.activations for layer in model.layers] if model.layers else [None]
     known = all(a is not None for a in outputs)
     batch = spec.training.batch_per_worker
-    pipeline = strategy.kind == "pipeline"
+    pipeline = strategy.pipelined
     micro = batch / strategy.micro_batches if pipeline else batch
     cuts = stage_layers(spec)
     out = []
@@ -164,7 +162,7 @@ def memory_of(spec: ScenarioSpec) -> list[MemoryUse]:
             buffers = sum(boundary) * size * micro  # one micro-batch in, its gradient out
             activations = kept * micro * held
         else:
-            buffers = strategy.fusion_buffer if strategy.kind == "allreduce" else 0.0
+            buffers = strategy.fusion_buffer if strategy.all_reduces else 0.0
             activations = kept * batch
         out.append(
             MemoryUse(

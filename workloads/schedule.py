@@ -113,11 +113,7 @@ def schedule_of(spec: ScenarioSpec, workers: int | None = None) -> Schedule:
     the job's last step, warm-up steps included."""
     training, st = spec.training, spec.strategy
     n = spec.workers if workers is None else workers
-    asynchronous = st.kind == "parameter_server" and not st.sync
-    averaged = 1 if asynchronous or st.kind == "independent" else n
-    if st.kind == "pipeline":  # an update averages one batch per copy of the model
-        averaged = max(1, n // (st.stages * st.tensor))
-    kept = averaged - (min(st.backup_workers, n - 1) if st.kind == "parameter_server" else 0)
+    averaged, kept = st.averaged(n), st.kept(n)
     lr = training.learning_rate
     return schedule(
         lr.base,
