@@ -21,10 +21,11 @@ step); a micro-batch's all-reduces of a stage are merged into one per direction.
 Once a stage's last backward is done, its gradients (each share's) are all-reduced among
 the replicas (`strategy.algorithm`), and its step ends; a job's step ends when every
 device's has. With parameter servers (`strategy.servers` given) the model's variables are
-dealt to the servers (`partition`, as `sim/ps.py` deals them), each on a host of its own;
-a device instead pushes its share of its stage's gradients to the servers holding them,
-all at once; once every replica of that stage and share has pushed, the update is
-applied and each pulls its stage's variables back, and its step ends.
+dealt to the servers (`partition`, by the deal `sim/ps.py` uses: `sim/shards.py`), each on
+a host of its own (a `ServerGroup`, `sim/ps_servers.py`); a device instead pushes its
+share of its stage's gradients to the servers holding them, all at once; once every
+replica of that stage and share has pushed, the update is applied and each pulls its
+stage's variables back, and its step ends.
 
 With uniform stages and free transfers, a step takes (M + P - 1) (t_f + t_b) of which
 (P - 1) (t_f + t_b) is the bubble.
@@ -48,7 +49,9 @@ from scenarios import vocab
 from workloads.pipeline import replicas, schedule_of, stage_layers
 
 from .collectives import ALGORITHMS
-from .shards import assign, variable_layers
+from .costs import ServerCosts
+from .ps_servers import ServerGroup
+from .shards import deal
 from .simulation import Simulation, Span
 from .training import Counter, Events, PerStep, Process, Training, Worker
 
@@ -88,20 +91,22 @@ class PipelineTraining(Training):
             else 0.0
             for c in cuts
         ]
-        # parameter servers: the node of each server and the bytes of each stage's share
-        # (stages x servers) it holds
-        self.server_nodes: list[int] = []
+        # parameter servers (a server group of their own, each on a host of its own): the
+        # bytes of each stage's share (stages x servers) each holds. They pay no call costs:
+        # the servers' costs are measured for the parameter_server kind's closures only.
+        self.servers: ServerGroup | None = None
         self.server_bytes = np.zeros((self.stages, 0))
         if strategy.parameter_servers:
-            variables = spec.model.variables()
-            held = assign(
-                np.array(variables, dtype=float), strategy.parameter_servers, strategy.partition
+            dealt = deal(
+                spec.model.variables(),
+                compute.params.tolist(),
+                strategy.parameter_servers,
+                strategy.partition,
+                size,
             )
             stage_of = {i: k for k, c in enumerate(cuts) for i in c}
-            self.server_bytes = np.zeros((self.stages, held.shape[1]))
-            for v, layer in enumerate(variable_layers(variables, compute.params.tolist())):
-                self.server_bytes[stage_of[layer]] += held[v] * size / self.tensor
-            self.server_nodes = [sim.topology.server(j) for j in range(held.shape[1])]
+            self.server_bytes = dealt.by_part(stage_of, self.stages, share=self.tensor)
+            self.servers = ServerGroup(sim, self.spawn, dealt, "dedicated", ServerCosts())
         self.arrived = Events(sim.env)  # (step, "F" | "B", stage, replica, share, micro)
         self.sent_at: dict[Any, float] = {}
         self.finished = PerStep(sim.env, sim.workers)
@@ -162,22 +167,17 @@ class PipelineTraining(Training):
             sim.tracer.span(worker.index, phase, began, end, comm=True, step=key[0])
         return spans
 
-    def _moved(self, pairs: list[tuple[int, int, float]]) -> Process:
-        """Transfers (src, dst, bytes) at once; returns when the last has arrived."""
-        net = self.sim.network
-        events = [net.transfer(src, dst, n) for src, dst, n in pairs if n > 0]
-        if events:
-            yield simpy.AllOf(self.sim.env, events)
-
-    def _push_pull(self, worker: Worker, step: int, stage: int, share: int) -> Process:
+    def _push_pull(
+        self, servers: ServerGroup, worker: Worker, step: int, stage: int, share: int
+    ) -> Process:
         """A device's gradients to the servers, the update once every replica's have
         arrived, its variables back. Returns the push's and the pull's spans."""
         env, me = self.sim.env, worker.index
         held = self.server_bytes[stage]
         began = env.now
-        yield from self._moved(
-            [(me, node, n) for node, n in zip(self.server_nodes, held, strict=True)]
-        )
+        pushes = [event for _, event in servers.push(me, held)]
+        if pushes:
+            yield simpy.AllOf(env, pushes)
         pushed = env.now
         key = (step, "servers", stage, share)
         group = self.groups.get(key)
@@ -186,9 +186,9 @@ class PipelineTraining(Training):
         group.arrive(worker.index)
         yield group.event
         updated = env.now
-        yield from self._moved(
-            [(node, me, n) for node, n in zip(self.server_nodes, held, strict=True)]
-        )
+        pulls = servers.pull_shards(me, held)
+        if pulls:
+            yield simpy.AllOf(env, pulls)
         spans = [(vocab.PUSH, began, pushed), (vocab.PULL, updated, env.now)]
         for phase, start, end in spans:
             self.sim.tracer.span(me, phase, start, end, comm=True, step=step)
@@ -243,8 +243,8 @@ class PipelineTraining(Training):
                 self.spawn(self._send(key, worker.index, dst, self.boundary_bytes[stage - 1]))
         worker.compute_end = env.now
         worker.spans = []
-        if self.server_nodes:
-            worker.spans = yield from self._push_pull(worker, step, stage, share)
+        if self.servers is not None:
+            worker.spans = yield from self._push_pull(self.servers, worker, step, stage, share)
         elif self.replicas > 1 and self.gradient_bytes[stage] > 0:
             # a share's gradients, all-reduced among the replicas of that stage and share
             ranks = [self.device(r, stage, share) for r in range(self.replicas)]

@@ -1,13 +1,14 @@
-"""What a parameter-server step moves: the model's variables dealt to shards, and the
-consecutive layers moved together (`Group`), each with its bytes on every shard.
+"""What a parameter-server step moves: the model's variables dealt to shards (`deal`,
+the one deal both `sim/ps.py` and `sim/pipeline.py` use), and the consecutive layers
+moved together (`Group`), each with its bytes on every shard.
 
-`sim/ps.py` moves a step's groups; how they are chosen is docs/simulator.md,
+`sim/ps_dataflow.py` moves a step's groups; how they are chosen is docs/simulator.md,
 "Synchronous parameter servers".
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,45 @@ def assign(params: np.ndarray, shards: int, how: str) -> np.ndarray:
         held[i, j] = p
         load[j] += p
     return held
+
+
+@dataclass(frozen=True)
+class Dealt:
+    """The model's variables dealt to shards, only the shards that hold something kept."""
+
+    held: np.ndarray  # bytes of each variable on each kept shard: (variables, shards)
+    shards: tuple[int, ...]  # the index of each kept shard among all the servers
+    layers: tuple[int, ...]  # the layer each variable belongs to
+
+    @property
+    def total_bytes(self) -> float:
+        return float(self.held.sum())
+
+    def by_part(
+        self, part_of: Sequence[int] | Mapping[int, int], parts: int, share: int = 1
+    ) -> np.ndarray:
+        """Bytes of each part on each shard, (parts, shards): each variable's bytes,
+        divided by `share` (a tensor-parallel device's share), added to the part its layer
+        belongs to (`part_of[layer]`), in creation order."""
+        out = np.zeros((parts, len(self.shards)))
+        for v, layer in enumerate(self.layers):
+            out[part_of[layer]] += self.held[v] / share
+        return out
+
+
+def deal(
+    variables: Sequence[float],
+    layer_params: Sequence[float],
+    shards: int,
+    how: str,
+    bytes_per_param: float,
+) -> Dealt:
+    """The variables (parameters of each, in creation order) dealt to `shards` servers
+    as `assign` deals them (`how`: the strategy's partition), in bytes."""
+    held = assign(np.array(variables, dtype=float), shards, how) * bytes_per_param
+    keep = [j for j in range(shards) if held[:, j].sum() > 0]  # shards holding nothing
+    layers = variable_layers([float(v) for v in variables], list(layer_params))
+    return Dealt(held[:, keep], tuple(keep), tuple(layers))
 
 
 @dataclass(frozen=True)

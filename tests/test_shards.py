@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.shards import assign, variable_layers
+from sim.shards import assign, deal, variable_layers
 
 
 def test_variables_fill_their_layers() -> None:
@@ -14,3 +14,13 @@ def test_variables_fill_their_layers() -> None:
     assert held.tolist() == [[4, 0], [0, 2], [4, 0]]
     assert assign([4.0, 2.0, 4.0], 2, "greedy").tolist() == [[4, 0], [0, 2], [0, 4]]
     assert assign([4.0, 2.0], 2, "sliced").tolist() == [[2, 2], [1, 1]]
+
+
+def test_one_deal_for_both_strategies() -> None:
+    # three variables on three servers, round-robin, 4 bytes a parameter: the third server
+    # holds nothing and takes no part; a tensor-parallel device holds a share of its part
+    dealt = deal([4.0, 2.0, 0.0], [6, 0], 3, "round_robin", 4.0)
+    assert dealt.shards == (0, 1) and dealt.layers == (0, 0, 0)
+    assert dealt.total_bytes == 24.0
+    assert dealt.by_part([0, 0], 1).tolist() == [[16, 8]]
+    assert dealt.by_part({0: 0, 1: 0}, 1, share=2).tolist() == [[8, 4]]
