@@ -21,6 +21,7 @@ from commands.args import scenario_parser
 from results.files import claim_output, origin, provenance, write_run
 from scenarios import UserError, load, vocab
 from scenarios.backends import AUTO_TIMED_STEPS
+from scenarios.strategy import serves_parameters, trains_alone
 
 from .convergence import timed_steps
 from .costs.explain import run_summary
@@ -135,8 +136,8 @@ def timed_notes(points: Sequence[Any]) -> list[str]:
 def table_notes(results: pd.DataFrame) -> list[str]:
     """What the table's `measured` column means, where the points count differently."""
     records = results.to_dict(orient="records")
-    kinds = {vocab.counts_updates(r) for r in records if r["strategy"] != "independent"}
-    trained = [float(r["samples_trained"]) for r in records if r["strategy"] != "independent"]
+    kinds = {vocab.counts_updates(r) for r in records if not trains_alone(r["strategy"])}
+    trained = [float(r["samples_trained"]) for r in records if not trains_alone(r["strategy"])]
     if len(kinds) < 2 or max(trained) <= 1.05 * min(trained):
         return []
     return [
@@ -179,7 +180,7 @@ def summary_table(results: pd.DataFrame) -> str:
         extra.append(("ckpt time", "checkpoint_time_s", "{:.1f} s"))
     if any(r["failures"] or r["checkpoint_time_s"] for r in records):
         extra.append(("train time", "training_time_s", "{:.1f} s"))
-    if any(r["strategy"] == "independent" for r in records):
+    if any(trains_alone(r["strategy"]) for r in records):
         extra += [("makespan", "makespan_s", "{:.1f} s"), ("trials/h", "trials_per_hour", "{:.1f}")]
     if any(r.get("replications", 1) > 1 for r in records):
         extra.append(("± 95%", "throughput_ci95_samples_per_s", "{:,.0f}"))
@@ -195,7 +196,7 @@ def summary_table(results: pd.DataFrame) -> str:
     rows: list[list[str]] = []
     for r in records:
         strategy = str(r["strategy"])
-        if strategy == "parameter_server":
+        if serves_parameters(strategy):
             strategy = f"ps x{r['servers']} {r['placement']}/{r['partition']}"
         elif isinstance(r["algorithm"], str) and r["algorithm"]:
             strategy = f"{strategy}/{r['algorithm']}"

@@ -49,7 +49,7 @@ def timed_steps(spec: ScenarioSpec) -> tuple[int | None, str]:
         return None, f"{steps} measured steps, not more than {AUTO_TIMED_STEPS:,}"
     if spec.failures or spec.checkpoint.every_steps:
         return None, "failures or checkpoints (what happens in every step is simulated)"
-    if spec.strategy.kind == "independent":
+    if spec.strategy.trains_alone:
         return None, "independent trials"
     return AUTO_TIMED_STEPS, (
         f"sim.timed_steps auto: a target and {steps:,} measured steps, more than "
@@ -63,7 +63,7 @@ def updates_of(spec: ScenarioSpec, outcome: SimulationOutcome) -> convergence.Up
     n = spec.training.warmup_steps + spec.training.steps
     batch = spec.samples_per_step
     staleness = np.zeros(n)
-    if spec.strategy.kind == "parameter_server" and not spec.strategy.sync:
+    if spec.strategy.counts_updates:
         records = outcome.records
         ends = records.column("end")
         kept = _kept(records)
@@ -124,11 +124,9 @@ def held_by_engine(spec: ScenarioSpec) -> bool:
     cuts nothing, and a number of `sim.timed_steps` is above the steps (`timed_spec`
     cuts a longer run to exactly that many, and sets it: the curve of a cut run charges
     every evaluation on top of the updates, as elsewhere)."""
-    st = spec.strategy
     return (
         spec.training.target is not None
-        and st.kind == "parameter_server"
-        and not st.sync
+        and spec.strategy.counts_updates
         and not spec.failures
         and timed_steps(spec)[0] is None
         # the timed part of a cut run (`runner.timed_spec`: as many steps as timed)

@@ -85,7 +85,7 @@ class Supervisor:
         roles = {"worker"}
         if host == 0:
             roles.add("chief")
-        colocated = strategy.kind == "parameter_server" and strategy.placement == "colocated"
+        colocated = strategy.serves_parameters and strategy.placement == "colocated"
         if colocated and host < strategy.servers:
             roles.add("ps")
         return roles
@@ -135,7 +135,7 @@ class Supervisor:
 
     def survivable(self, role: str, index: int) -> bool:
         """Only a non-chief worker under parameter servers is replaced without a restart."""
-        return role == "worker" and index != 0 and self.kind == "parameter_server"
+        return role == "worker" and index != 0 and self.sim.spec.strategy.serves_parameters
 
     def fail(self, role: str, index: int, downtime: float) -> None:
         self.sim.failures += 1

@@ -44,7 +44,7 @@ def eligible(sim: Simulation) -> bool:
     spec = sim.spec
     strategy = spec.strategy
     return (
-        strategy.kind == "allreduce"
+        strategy.all_reduces
         and strategy.sync
         and sim.compute_rate is None
         and not spec.failures

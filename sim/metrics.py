@@ -23,19 +23,19 @@ def measure_begin(spec: ScenarioSpec, outcome: SimulationOutcome) -> float:
     """When the measured steps begin: the global end of the warm-up steps (asynchronous
     parameter servers: when the warm-up's updates were applied)."""
     warmup = spec.training.warmup_steps
-    if warmup and not (spec.strategy.kind == "parameter_server" and not spec.strategy.sync):
+    if warmup and not spec.strategy.counts_updates:
         return float(outcome.step_ends[warmup - 1])
     return float(outcome.measure_start)
 
 
 def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
     """Step-time statistics, throughput and where the time went, for measured steps."""
-    if spec.strategy.kind == "independent":
+    if spec.strategy.trains_alone:
         return summarize_trials(spec, outcome)
     warmup, steps = spec.training.warmup_steps, spec.training.steps
     workers = spec.workers
     batch = spec.training.batch_per_worker
-    counts_updates = spec.strategy.kind == "parameter_server" and not spec.strategy.sync
+    counts_updates = spec.strategy.counts_updates
     begin = measure_begin(spec, outcome)
     measured_ends = outcome.step_ends[warmup:]
     training_time = float(measured_ends[-1] - begin)
@@ -72,14 +72,14 @@ def summarize(spec: ScenarioSpec, outcome: SimulationOutcome) -> dict[str, Any]:
         if counts_updates:  # a step is one worker's iteration
             whole = (piece["start"] >= begin - 1e-12) & (piece["end"] <= finish + 1e-12)
             whole_durations.append(piece["end"][whole] - piece["start"][whole])
-    if counts_updates:  # an update is one worker's batch
+    if counts_updates:  # a step is one worker's iteration
         durations = np.concatenate(whole_durations) if whole_durations else np.zeros(0)
-        samples = batch * steps
     else:
         durations = np.diff(np.concatenate([[begin], measured_ends]))
-        # what reached the model: with backup workers, each update applies the first
-        # workers - backup_workers gradients; the rest were computed and dropped
-        samples = spec.samples_per_step * steps
+    # what reached the model (an update of one worker's batch, asynchronous): with backup
+    # workers, each update applies the first workers - backup_workers gradients; the rest
+    # were computed and dropped
+    samples = spec.samples_per_step * steps
     busy = workers * training_time
     stalled = outcome.checkpoint_time + outcome.recovery_time
     row: dict[str, Any] = {

@@ -124,9 +124,9 @@ def one_worker(spec: ScenarioSpec) -> ScenarioSpec:
     cluster = spec.cluster.model_copy(update={"hosts": 1, "devices_per_host": 1})
     stragglers = spec.stragglers.model_copy(update={"slow": ()})
     strategy = spec.strategy
-    if strategy.kind == "parameter_server" and strategy.backup_workers:
+    if strategy.backup_workers:  # parameter servers only
         strategy = strategy.model_copy(update={"backup_workers": 0})
-    if strategy.kind == "pipeline":  # the whole model on the one device, as it would fit
+    if strategy.pipelined:  # the whole model on the one device, as it would fit
         strategy = StrategySpec()
     checkpoint = spec.checkpoint.model_copy(update={"every_steps": None})
     sim = spec.sim.model_copy(update={"replications": 1})
@@ -355,7 +355,7 @@ def _steps_frame(point_id: str, replication: int, spec: ScenarioSpec, outcome: A
     )
     # a step done again after a restart: the earlier attempt was lost
     frame["lost"] = frame.duplicated(["worker", "step", "trial"], keep="last")
-    if spec.strategy.kind == "parameter_server" and not spec.strategy.sync:
+    if spec.strategy.counts_updates:
         frame["warmup"] = False  # asynchronous: warm-up counts updates, not iterations
     frame = frame.reindex(columns=list(vocab.STEP_COLUMNS))
     return frame.sort_values(["step", "worker", "trial"], kind="stable", ignore_index=True)
@@ -367,7 +367,7 @@ def _steps_summary(
     """steps.csv's summary rows of one replication, from the records a piece at a time
     (results/steps.py): no per-worker table is built."""
     warmup = spec.training.warmup_steps
-    asynchronous = spec.strategy.kind == "parameter_server" and not spec.strategy.sync
+    asynchronous = spec.strategy.counts_updates
     names = ("step", "generation", "trial", "start", "compute_end", "comm_end", "end", "staleness")
 
     def pieces() -> Any:

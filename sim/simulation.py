@@ -213,7 +213,7 @@ class Simulation:
         self.finished = self.env.event()
         # checkpoints and failures
         every = spec.checkpoint.every_steps
-        self.checkpoint_every = every if strategy.kind != "independent" else None
+        self.checkpoint_every = every if not strategy.trains_alone else None
         slots = 1 + 1  # parameters and one optimizer slot (momentum)
         self.checkpoint_bytes = slots * self.compute.params.sum() * self.compute.bytes_per_param
         self.checkpoint_cost = self.checkpoint_bytes / spec.checkpoint.write_bandwidth
@@ -230,7 +230,7 @@ class Simulation:
         self.supervisor: Any = None
         self.trials: Any = None  # independent trials: the scheduler, once all are done
         # asynchronous parameter servers count updates, not global steps
-        self.counts_updates = strategy.kind == "parameter_server" and not strategy.sync
+        self.counts_updates = strategy.counts_updates
         if self.counts_updates and self.warmup == 0:
             self.measure_start = (0.0, 0.0)
         self._progress_every = max(1, self.total_steps // PROGRESS_CALLS)

@@ -156,7 +156,7 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
             duplex=cal.duplex,
             core=cal.core_rate if compute_rate is not None else None,
             one_machine=cal.one_machine,
-            pinned=cal.cpus if spec.strategy.kind == "pipeline" else None,
+            pinned=cal.cpus if spec.strategy.pipelined else None,
             beside=cal.beside_capacity if compute_rate is not None else None,
         )
     coordinator = cal.coordinator or (0.0, 0.0)
@@ -198,7 +198,7 @@ def _reduction_rate(spec: ScenarioSpec, nccl: dict[str, Any]) -> float | None:
     """Bytes/s of received data one device reduces: its memory bandwidth over the bytes a
     reduction reads and writes per byte received (the catalog's `reduce_traffic`)."""
     bandwidth = spec.cluster.device.memory_bandwidth
-    if bandwidth is None or spec.strategy.kind != "allreduce":
+    if bandwidth is None or not spec.strategy.all_reduces:
         return None
     traffic = float(nccl["reduce_traffic"])
     return bandwidth / traffic

@@ -12,7 +12,7 @@ from typing import Any
 from scenarios.profile import Profile
 from scenarios.spec import ScenarioSpec
 
-from .measured import Calibration, core_share, pair_fit
+from .measured import EXCHANGE_PROBE, PAIR_PROBE, Calibration, core_share, pair_fit
 
 
 def explain(spec: ScenarioSpec, cal: Calibration) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -41,7 +41,7 @@ def explain(spec: ScenarioSpec, cal: Calibration) -> tuple[tuple[str, ...], tupl
             "catalog FLOP model used"
         )
     st = spec.strategy
-    if st.kind == "pipeline" and st.stages > 1 and cal.step_s is not None:
+    if st.pipelined and st.stages > 1 and cal.step_s is not None:
         if cal.stage_message_s > 0:
             used.append(
                 f"pipeline messages: {cal.stage_message_s * 1e3:.3g} ms of a stage's core for "
@@ -78,7 +78,7 @@ def explain(spec: ScenarioSpec, cal: Calibration) -> tuple[tuple[str, ...], tupl
                 f"messages: no chain probe in {path}; every message pays the fit's latency "
                 f"{transfer.latency * 1e3:.4g} ms"
             )
-        if cal.duplex_from == "allreduce":
+        if cal.duplex_from == PAIR_PROBE:
             pair = pair_fit(profile)
             assert pair is not None
             used.append(
@@ -87,7 +87,7 @@ def explain(spec: ScenarioSpec, cal: Calibration) -> tuple[tuple[str, ...], tupl
                 f"together {cal.duplex:.3g} x {bandwidth:.4g} MB/s (one way at most "
                 f"{bandwidth:.4g}; its latency and the fits of more processes are not used)"
             )
-        elif cal.duplex_from == "exchange":
+        elif cal.duplex_from == EXCHANGE_PROBE:
             assert profile.exchange is not None
             used.append(
                 f"exchange: {profile.exchange.bandwidth / 1e6:.4g} MB/s each way at once: a "
@@ -111,7 +111,7 @@ def explain(spec: ScenarioSpec, cal: Calibration) -> tuple[tuple[str, ...], tupl
             "process(es) measured with the compute; no relaunch of this job measured) "
             "replaces checkpoint.restart_overhead"
         )
-    if spec.strategy.kind == "parameter_server":
+    if spec.strategy.serves_parameters:
         _servers_lines(spec, cal, used, missing)
     return tuple(used), tuple(missing)
 
@@ -151,14 +151,14 @@ def _in_graph_lines(
 
 
 _PROBES = {
-    "allreduce": "what each process of the 2-process all-reduce moved each way",
-    "exchange": "what each process moved each way in the exchange",
+    PAIR_PROBE: "what each process of the 2-process all-reduce moved each way",
+    EXCHANGE_PROBE: "what each process moved each way in the exchange",
 }
 
 
 def _cores_line(spec: ScenarioSpec, cal: Calibration) -> str:
     assert cal.core_rate is not None
-    point_to_point = spec.strategy.kind == "parameter_server"
+    point_to_point = spec.strategy.serves_parameters
     how = f", {_PROBES[cal.core_from]}" if cal.core_from in _PROBES else ""
     if point_to_point and cal.core_from in _PROBES:
         how += ": the job's traffic is point-to-point transfers"

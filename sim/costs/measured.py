@@ -19,6 +19,10 @@ from scenarios.spec import ScenarioSpec
 
 T = TypeVar("T")
 
+#: the probes a rate can come from (`Calibration.duplex_from`, `core_from`): the
+#: 2-process all-reduce and the exchange
+PAIR_PROBE, EXCHANGE_PROBE = "allreduce", "exchange"
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -114,7 +118,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     # parameter servers and the coordinator listen while the workers compute
     servers_beside = server_processes(strategy.kind, strategy.servers)
     micro = 1
-    if strategy.kind == "pipeline":  # stages of every layer side by side, a core each
+    if strategy.pipelined:  # stages of every layer side by side, a core each
         processes = min(strategy.stages, profile.machine.cpus)
         servers_beside, micro = 0, strategy.micro_batches
     step_s, step_model = None, model.name
@@ -139,7 +143,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         message_s = message_latency(profile, transfer)
         call_s = transfer.latency - message_s
     duplex, duplex_from = _duplex(profile, transfer)
-    point_to_point = strategy.kind == "parameter_server"
+    point_to_point = strategy.serves_parameters
     core_rate, core_from = None, ""
     if transfer is not None:
         probe = core_probe(profile, point_to_point)
@@ -155,7 +159,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
             restart_s = profile.startup(step_model, batch, dtype, processes)
             restart_from = "startup" if restart_s is not None else ""
     servers: dict[str, Any] = {}
-    if strategy.kind == "parameter_server":
+    if strategy.serves_parameters:
         servers = _servers(spec, profile, one_machine)
     in_graph, dispatch_s = None, 0.0
     if strategy.in_graph and one_machine:
@@ -167,7 +171,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     stage_message_s = 0.0
     side_by_side = None
     shared_cores = one_machine and step_s is not None and spec.sim.network_model == "flow"
-    if strategy.kind == "pipeline" and strategy.stages > 1 and step_s is not None:
+    if strategy.pipelined and strategy.stages > 1 and step_s is not None:
         # the stage alone and fed, each measured with no other stage working beside it
         alone_s, fed_s = (
             profile.step_time(step_model, batch, dtype, micro_batches=micro, fed=fed)
@@ -244,9 +248,10 @@ def _duplex(profile: Profile, transfer: Fit | None) -> tuple[float, str]:
         return 1.0, ""
     pair = pair_fit(profile)
     if pair is not None:
-        return min(2.0, 2 * pair.bandwidth / transfer.bandwidth), "allreduce"
+        return min(2.0, 2 * pair.bandwidth / transfer.bandwidth), PAIR_PROBE
     if profile.exchange is not None:
-        return min(2.0, max(1.0, 2 * profile.exchange.bandwidth / transfer.bandwidth)), "exchange"
+        duplex = min(2.0, max(1.0, 2 * profile.exchange.bandwidth / transfer.bandwidth))
+        return duplex, EXCHANGE_PROBE
     return 1.0, ""
 
 
@@ -307,8 +312,8 @@ def core_probe(profile: Profile, point_to_point: bool) -> tuple[str, Fit] | None
     """The probe whose per-process rate each way is what a busy core moves: the 2-process
     all-reduce for collectives, the exchange for point-to-point transfers, or the other
     one where the job's own is missing."""
-    pair = ("allreduce", pair_fit(profile))
-    exchange = ("exchange", profile.exchange)
+    pair = (PAIR_PROBE, pair_fit(profile))
+    exchange = (EXCHANGE_PROBE, profile.exchange)
     first, second = (exchange, pair) if point_to_point else (pair, exchange)
     for name, fit in (first, second):
         if fit is not None:
