@@ -137,7 +137,7 @@ def test_scaling_efficiency_at_most_one(strategy: dict, jitter: float) -> None:
         row = simulate_point(Point("p", 0, {}, spec)).row
         assert 0 < row["scaling_efficiency"] <= 1 + 1e-12
         assert row["compute_time_frac"] + row["comm_time_frac"] <= 1 + 1e-9
-        if jitter == 0 and strategy["kind"] == "allreduce":
+        if jitter == 0 and spec.strategy.all_reduces:
             assert row["wait_time_frac"] == pytest.approx(0.0, abs=1e-9)  # nobody to wait for
         if jitter > 0 and hosts > 1:
             assert row["wait_time_frac"] > 0  # the fast wait for the slowest
