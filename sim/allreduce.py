@@ -13,13 +13,18 @@ elsewhere it is the same collective over the host's fabric.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import simpy
 
 from scenarios import vocab
 
 from .collectives import ALGORITHMS
-from .simulation import Simulation, Span
+from .outcome import Span
 from .training import Events, PerStep, Process, Training, Worker
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
 
 
 class AllreduceTraining(Training):

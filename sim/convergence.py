@@ -27,7 +27,7 @@ from workloads import convergence
 from workloads.schedule import schedule_of
 
 from .metrics import measure_begin
-from .simulation import SimulationOutcome
+from .outcome import SimulationOutcome
 
 
 def timed_steps(spec: ScenarioSpec) -> tuple[int | None, str]:

@@ -21,7 +21,7 @@ tau = sqrt(2 delta M) [1 + sqrt(delta / 2M) / 3 + (delta / 2M) / 9] - delta (del
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
@@ -29,8 +29,11 @@ from scenarios import vocab
 from scenarios.dynamics import RandomFailure, ScheduledFailure
 from scenarios.errors import ScenarioError
 
-from .simulation import Simulation
-from .training import Process, Training, trainings
+from .strategies import trainings
+from .training import Process, Training
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
 
 
 def young_interval(delta: float, mtbf: float) -> float:

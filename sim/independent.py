@@ -9,15 +9,17 @@ rate, dropout, ...) change what is learnt, not how long a step takes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
 from scenarios import vocab
 from scenarios.trials import trial_grid
 
-from .simulation import Simulation
 from .training import Process, Training
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
 
 
 class IndependentTrials(Training):

@@ -34,9 +34,10 @@ import simpy
 
 from .collectives import ALGORITHMS
 from .network import make_network
+from .outcome import SimulationOutcome
 
 if TYPE_CHECKING:
-    from .simulation import Simulation, SimulationOutcome
+    from .simulation import Simulation
 
 
 def eligible(sim: Simulation) -> bool:
@@ -70,7 +71,6 @@ def collective_time(sim: Simulation, nbytes: float) -> tuple[float, float]:
 
 def run(sim: Simulation) -> SimulationOutcome:
     """Every step of the run, a step at a time, each over all workers at once."""
-    from .simulation import SimulationOutcome
 
     spec = sim.spec
     strategy = spec.strategy

@@ -16,7 +16,7 @@ from results.stats import step_stats as _step_stats
 from scenarios import vocab
 from scenarios.spec import ScenarioSpec
 
-from .simulation import SimulationOutcome
+from .outcome import SimulationOutcome
 
 
 def measure_begin(spec: ScenarioSpec, outcome: SimulationOutcome) -> float:

@@ -40,7 +40,7 @@ step takes (M + 1) (t_f + t_b + 2 c).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
@@ -50,10 +50,13 @@ from workloads.pipeline import replicas, schedule_of, stage_layers
 
 from .collectives import ALGORITHMS
 from .costs import ServerCosts
+from .outcome import Span
 from .ps_servers import ServerGroup
 from .shards import deal
-from .simulation import Simulation, Span
 from .training import Counter, Events, PerStep, Process, Training, Worker
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
 
 
 class PipelineTraining(Training):

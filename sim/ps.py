@@ -22,11 +22,15 @@ A pipeline's replicas push to a `ServerGroup` of their own (`sim/pipeline.py`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .ps_async import AsynchronousTraining
 from .ps_hosts import HostAggregatedTraining
 from .ps_sync import SynchronousTraining
-from .simulation import Simulation
 from .training import Training
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
 
 
 def ParameterServerTraining(sim: Simulation, start_step: int) -> Training:  # noqa: N802

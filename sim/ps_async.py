@@ -12,7 +12,7 @@ next evaluation, waits for them all, evaluates, then schedules more (a barrier).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
@@ -20,8 +20,10 @@ from scenarios import vocab
 
 from .convergence import eval_time, held_by_engine
 from .ps_dataflow import server_parts
-from .simulation import Simulation
 from .training import Process, Training, Worker
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
 
 
 class StalenessBound:

@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
 from scenarios import vocab
 
+from .outcome import Span
 from .ps_servers import ServerGroup
 from .shards import FLOW_BUDGET, MAX_GROUPS, Dealt, deal, groups_of
-from .simulation import Simulation, Span
 from .training import Process, Training, Worker
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
 
 #: counts a push's arrival at shard j of group g (`counted(event, j=shard, g=group)`)
 Counted = Callable[..., None]

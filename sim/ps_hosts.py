@@ -7,6 +7,7 @@ broadcasts back (tf_cnn_benchmarks' distributed_replicated). With synchronous ro
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import simpy
 
@@ -15,8 +16,10 @@ from scenarios import vocab
 from .ps_dataflow import Dataflow
 from .ps_servers import ServerGroup
 from .ps_sync import SynchronousTraining, SyncRounds
-from .simulation import Simulation
 from .training import PerStep, Process, Training, Worker
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
 
 #: a host's round: each group broadcast to its devices; the spans of its pulls and pushes
 Round = tuple[list[simpy.Event], list[float], list[float]]

@@ -16,13 +16,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import simpy
 
 from .costs import ServerCosts
 from .shards import Dealt
-from .simulation import Simulation
 from .training import Process
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
 
 #: a transfer started in turn: (gate to wait for, if any; its start; its arrival's event)
 Turn = tuple[simpy.Event | None, Callable[[], simpy.Event], simpy.Event]

@@ -11,14 +11,16 @@ workers, or the hosts with host aggregation (`sim/ps_hosts.py`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
 from .ps_dataflow import Counted, Dataflow, server_parts
 from .ps_servers import ServerGroup
-from .simulation import Simulation
 from .training import Events, PerStep, Process, Training, Worker
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
 
 
 class SyncRounds:

@@ -217,18 +217,3 @@ class Worker:
 
 
 TrainingFactory = Callable[["Simulation", int], Training]
-
-
-def trainings() -> dict[str, TrainingFactory]:
-    """The strategies by `strategy.kind`."""
-    from .allreduce import AllreduceTraining
-    from .independent import IndependentTrials
-    from .pipeline import PipelineTraining
-    from .ps import ParameterServerTraining
-
-    return {
-        "allreduce": AllreduceTraining,
-        "parameter_server": ParameterServerTraining,
-        "independent": IndependentTrials,
-        "pipeline": PipelineTraining,
-    }
