@@ -57,12 +57,15 @@ from scenarios.profile import (
     UpdateEntry,
     restart_job,
 )
+from scenarios.profile import server_processes as processes_serving
 from scenarios.spec import ScenarioSpec, StrategySpec
 
+from .calibrate_convergence import calibrate_convergence
+from .calibrate_stage import measure_stage
+from .failures import Failure, process_of
 from .job import Job
-from .launcher import Launcher
-from .pipeline import measure_stage
-from .pool import Measured
+from .launcher import InjectedFailure, Kill, Launcher
+from .pool import Measured, fit_alpha_beta
 from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, require_gpu
 
 #: message sizes probed (bytes): 1 KiB to 32 MiB, roughly x8 apart
@@ -82,23 +85,6 @@ UPDATE_REPEATS = 40
 RESTART_REPEATS = 3
 #: seconds any one calibration launch may take
 TIMEOUT_S = 600.0
-
-
-def fit_alpha_beta(points: Iterable[tuple[float, float]]) -> tuple[float, float, float, float]:
-    """Least-squares time = alpha + bytes / beta over (bytes, seconds) points.
-
-    Returns (alpha, beta, r2, worst relative residual). alpha is clipped at 0 (a negative
-    intercept means latency is below what the points resolve)."""
-    data = np.asarray(list(points), dtype=float)
-    x, y = data[:, 0], data[:, 1]
-    slope, intercept = np.polyfit(x, y, 1)
-    slope = max(float(slope), 1e-18)
-    intercept = max(float(intercept), 0.0)
-    predicted = intercept + slope * x
-    total = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - float(np.sum((y - predicted) ** 2)) / total if total > 0 else 1.0
-    worst = float(np.max(np.abs(predicted - y) / y))
-    return intercept, 1.0 / slope, r2, worst
 
 
 def _fit(samples: dict[int, list[float]]) -> dict[str, Any]:
@@ -146,7 +132,7 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
     """`processes` single-worker training processes at once, beside `servers` TensorFlow
     server processes that only listen (as a job's parameter servers and coordinator do
     while its workers compute): their gRPC threads share the cores too. A pipeline's
-    point: its stages side by side (`real/pipeline.py`, `measure_stage`)."""
+    point: its stages side by side (`real/calibrate_stage.py`)."""
     if spec.strategy.pipelined:
         return measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, together=processes)
     base = jobs_for(_single_worker(spec), 1)[0]
@@ -220,9 +206,7 @@ def _compute_entry(spec: ScenarioSpec, result: Any, processes: int, **fields: An
 def server_processes(spec: ScenarioSpec) -> int:
     """TensorFlow processes of a point that serve while its workers compute: under
     parameter servers, the servers and the coordinator."""
-    from scenarios.profile import server_processes as count
-
-    return count(spec.strategy.kind, spec.strategy.servers)
+    return processes_serving(spec.strategy.kind, spec.strategy.servers)
 
 
 def _probe_samples(result: Any, kinds: tuple[str, ...], worker: int = 0) -> dict[int, list[float]]:
@@ -344,9 +328,6 @@ def _one_restart(spec: ScenarioSpec) -> float:
     import shutil
     import tempfile
 
-    from .failures import process_of
-    from .launcher import InjectedFailure, Kill
-
     # a few steps, every one counted (no warm-up), nothing injected but the kill
     short = spec.training.model_copy(update={"steps": 3 * RESTART_STEPS, "warmup_steps": 0})
     quiet = spec.model_copy(
@@ -392,7 +373,6 @@ def _stopping_failure(spec: ScenarioSpec) -> Any:
     """The point's first failure that stops its job (and so restarts it), as a
     `runner.Failure` to inject, or None: any under all-reduce, a parameter server's or the
     coordinator's; a random one strikes the chief. A parameter-server worker rejoins alone."""
-    from .failures import Failure, process_of
 
     for f in spec.failures:
         failure = (
@@ -599,8 +579,6 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
     targeted = [spec for spec in specs if spec.training.target is not None]
     convergence = []
     if targeted and targeted[0].training.data == "digits":
-        from .calibrate_convergence import calibrate_convergence
-
         convergence.append(calibrate_convergence(targeted, say))
     return Profile(
         convergence=convergence,

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
@@ -31,15 +31,13 @@ from results.files import (
 )
 from results.steps import summary_of
 from scenarios import UserError, load, vocab
-from scenarios.loader import Scenario
+from scenarios.loader import Point, Scenario
+from scenarios.profile import dump_profile, load_profile
 
+from . import calibrate, pool, runner
 from .interrupt import how_stopped, stopped_by_signals
 from .launcher import GaveUp, RunError
-
-if TYPE_CHECKING:
-    from scenarios.loader import Point
-
-    from .runner import RealPoint
+from .runner import RealPoint
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,8 +100,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    from .runner import run
-
     sets = list(args.sets)
     if args.engine or args.master:
         sets.append(f"real.engine={args.engine or 'spark'}")
@@ -149,7 +145,9 @@ def _main(args: argparse.Namespace) -> int:
 
         phases = Phases() if not args.quiet and sys.stderr.isatty() else None
         try:
-            points = run(scenario, progress, trace=args.trace, before=recalibrate, phase=phases)
+            points = runner.run(
+                scenario, progress, trace=args.trace, before=recalibrate, phase=phases
+            )
         finally:
             if phases is not None:
                 phases.stop()
@@ -287,35 +285,23 @@ class _Recalibration:
     (`real/pool.py`)."""
 
     def __init__(self, args: argparse.Namespace):
-        from scenarios.profile import load_profile
-
-        from .pool import Measured
-
         self.path = Path(args.recalibrate)
         self.profile = load_profile(self.path, "--recalibrate")  # bad: one line, exit 2
         self.quiet = args.quiet
         self.done: set[tuple[tuple[Any, ...], int]] = set()
-        self.measured = Measured()
+        self.measured = pool.Measured()
 
     def __call__(self, point: Point, repetition: int) -> None:
-        from .calibrate import (
-            compute_key,
-            describe_compute,
-            measure_compute,
-            measure_probe,
-            probes_of,
-        )
-
-        key = compute_key(point.spec)
+        key = calibrate.compute_key(point.spec)
         if (key, repetition) not in self.done:
             self.done.add((key, repetition))
-            entry = measure_compute(point.spec, key[3], key[4])
+            entry = calibrate.measure_compute(point.spec, key[3], key[4])
             self.measured.compute.append(entry)
-            self._say(describe_compute(entry))
-        for probe in probes_of(point.spec):
+            self._say(calibrate.describe_compute(entry))
+        for probe in calibrate.probes_of(point.spec):
             if (probe, repetition) not in self.done:
                 self.done.add((probe, repetition))
-                self._say(measure_probe(probe, point.spec, self.measured))
+                self._say(calibrate.measure_probe(probe, point.spec, self.measured))
 
     def _say(self, lines: str) -> None:
         if not self.quiet:
@@ -323,16 +309,10 @@ class _Recalibration:
                 print(f"recalibrate: {line}", file=sys.stderr)
 
     def drift(self) -> dict[str, Any] | None:
-        from .pool import drift
-
-        return drift(self.profile, self.measured.compute)
+        return pool.drift(self.profile, self.measured.compute)
 
     def write(self) -> None:
-        from scenarios.profile import dump_profile
-
-        from .pool import fold
-
-        folded = fold(self.profile, self.measured)
+        folded = pool.fold(self.profile, self.measured)
         write_atomic(self.path, dump_profile(folded))
         if not self.quiet:
             print(
@@ -342,14 +322,10 @@ class _Recalibration:
 
 
 def _calibrate(scenario: Scenario, args: argparse.Namespace) -> int:
-    from scenarios.profile import dump_profile
-
-    from .calibrate import calibrate
-
     out = Path(args.out) if args.out else Path("runs") / scenario.name / "profile.yaml"
     if out.is_dir():
         raise UserError(f"--out: {out} is a directory; --calibrate writes a profile file")
-    profile = calibrate(scenario, None if not args.quiet else (lambda line: None))
+    profile = calibrate.calibrate(scenario, None if not args.quiet else (lambda line: None))
     write_atomic(out, dump_profile(profile))
     if not args.quiet:
         print(f"wrote {out} (use it with cluster.profile: {out})", file=sys.stderr)

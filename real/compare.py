@@ -41,6 +41,7 @@ from results.files import claim, claim_output, origin, page_origin
 from scenarios import UserError, load
 from scenarios.loader import Scenario
 
+from . import runner
 from .cli import engine_of
 from .interrupt import how_stopped, stopped_by_signals
 
@@ -116,10 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: Namespace) -> int:
     try:
         scenario: Scenario = load(args.scenario, args.sets, backend="real")
-        from .runner import check_supported
-
         for point in scenario.points:
-            check_supported(point.spec)
+            runner.check_supported(point.spec)
         out = Path(args.out) if args.out else Path("runs") / scenario.name
         if out.exists() and not out.is_dir():
             raise UserError(f"--out: {out} exists and is not a directory")

@@ -10,11 +10,14 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+from results.streams import stream
 from scenarios.dynamics import RandomFailure
 from scenarios.spec import ScenarioSpec
 
 from .job import Job
 from .launcher import Generation, InjectedFailure, Kill, Launcher, LaunchResult
+from .spark import SparkLauncher
+from .spark_task import planned
 from .summary import progress_index
 
 
@@ -35,8 +38,6 @@ def failure_schedule(spec: ScenarioSpec) -> list[Failure]:
     exponential times between failures from the host's own seeded stream (`failures`),
     hitting the roles that host carries (one host here: the chief, so the job, and under
     parameter servers each dedicated server's own "host"), up to `real.timeout`."""
-    from results.streams import stream
-
     st = spec.strategy
     schedule = []
     for f in spec.failures:
@@ -126,9 +127,6 @@ def _spark_generations(
 ) -> Generator[Generation, None, None]:
     """Run the job as one Spark stage, which Spark's stage retry starts again after each
     failure that stops it (`real/spark.py`)."""
-    from .spark import SparkLauncher
-    from .spark_task import planned
-
     launcher = SparkLauncher.of(spec, jobs)
     kills = _kills(spec, pending)
     yield from launcher.generations(

@@ -1,10 +1,11 @@
 """What one TensorFlow process runs: the job description both launchers take.
 
-`runner.jobs_for` (training), `trials` (independent trials) and `calibrate` (probes) make
-`Job`s; the local launcher (`real/launcher.py`) and each Spark task (`real/spark_task.py`)
-get them and nothing else, and write each as the JSON file `python -m real.worker JOB.json`
-reads back (`Job.from_json`). Every field has the meaning below and a default, so a probe's
-job says only what it needs.
+Shared by both sides of run-real: `runner.jobs_for` (training), `trials` (independent
+trials) and `calibrate` (probes) make `Job`s; the local launcher (`real/launcher.py`) and
+each Spark task (`real/spark_task.py`) get them and nothing else, and write each as the
+JSON file that `python -m real.process.worker JOB.json` reads back (`Job.from_json`).
+Every field has the meaning below and a default, so a probe's job says only what it
+needs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,15 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+
+from results.streams import lognormal_factors, stream
+
+#: `data: digits` (real/process/data.py): pixels per image and classes of the data set, to
+#: which the model's input and output must fit
+DIGITS_FEATURES = 64
+DIGITS_CLASSES = 10
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,7 @@ class Job:
     # the dispatch probe: each replica's forward and backward alone (no all-reduce, no
     # update), so that one client driving D devices compares with D processes
     gradients_only: bool = False
-    # -- pipelines (real/pipeline.py): the coordinator's stages, micro-batches, schedule
+    # -- pipelines (real/process/pipeline.py): the coordinator's stages, micro-batches, schedule
     # and layers per stage; a stage's server is pinned to one core (`pin`)
     stages: int = 1
     micro_batches: int = 1
@@ -68,7 +78,7 @@ class Job:
     pin: bool = False
     core: int | None = None  # the core a pinned stage takes; None: its index's
     # a stage's server samples its process's CPU time this often (0: never) and reports
-    # the samples in `busy` records: when the stage computed (real/pipeline.py)
+    # the samples in `busy` records: when the stage computed (real/process/pipeline.py)
     busy_every_s: float = 0.0
     # -- checkpoints (tf.train.CheckpointManager)
     checkpoint_dir: str | None = None
@@ -76,7 +86,7 @@ class Job:
     # -- independent trials
     trial: int | None = None
     hyperparameters: dict[str, Any] = field(default_factory=dict)
-    # -- calibration probes (real/probe.py) in place of training
+    # -- calibration probes (real/process/probe.py) in place of training
     probe: str | None = None  # transfer | allreduce | coordinator | update
     sizes: list[int] = field(default_factory=list)  # bytes per message size probed
     repeats: int = 0
@@ -91,10 +101,6 @@ class Job:
         the simulator's own seeded stream for this worker) x persistent slowness, minus 1.
         A factor below 1 cannot be made real (a worker cannot compute faster): it counts
         as 1."""
-        import numpy as np
-
-        from results.streams import lognormal_factors, stream
-
         rng = stream(self.seed, 0, "jitter", self.index)
         factors = lognormal_factors(rng, self.jitter, total) * self.slow
         return [max(0.0, float(f) - 1.0) for f in np.asarray(factors)]

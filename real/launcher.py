@@ -1,6 +1,6 @@
 """Start a local TensorFlow cluster, stream its records, and always clean it up.
 
-Each worker is `python -m real.worker JOB.json` in a process group of its own, with a
+Each worker is `python -m real.process.worker JOB.json` in a process group of its own, with a
 `TF_CONFIG` naming every worker at 127.0.0.1 on a free port. The launcher reads their
 records (`real/protocol.py`) as they come, enforces the timeout, and on success, error,
 timeout or Ctrl-C ends every child: SIGTERM to its group, then SIGKILL, then reaps it.
@@ -240,7 +240,11 @@ class Launcher:
                 log.parent.mkdir(parents=True, exist_ok=True)
                 self._logs.append(log)
                 self._commands.append(
-                    ([sys.executable, "-m", "real.worker", str(path)], self._env(index, ports), log)
+                    (
+                        [sys.executable, "-m", "real.process.worker", str(path)],
+                        self._env(index, ports),
+                        log,
+                    )
                 )
                 self.processes.append(self._start(index))
             try:

@@ -111,6 +111,23 @@ def fold_compute(profile: Profile, entries: Iterable[ComputeEntry]) -> Profile:
     return profile.model_copy(update={"compute": compute})
 
 
+def fit_alpha_beta(points: Iterable[tuple[float, float]]) -> tuple[float, float, float, float]:
+    """Least-squares time = alpha + bytes / beta over (bytes, seconds) points.
+
+    Returns (alpha, beta, r2, worst relative residual). alpha is clipped at 0 (a negative
+    intercept means latency is below what the points resolve)."""
+    data = np.asarray(list(points), dtype=float)
+    x, y = data[:, 0], data[:, 1]
+    slope, intercept = np.polyfit(x, y, 1)
+    slope = max(float(slope), 1e-18)
+    intercept = max(float(intercept), 0.0)
+    predicted = intercept + slope * x
+    total = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((y - predicted) ** 2)) / total if total > 0 else 1.0
+    worst = float(np.max(np.abs(predicted - y) / y))
+    return intercept, 1.0 / slope, r2, worst
+
+
 def pool_fits(fits: Sequence[Fit]) -> Fit | None:
     """Several measurements of one fit as one: at each size, the mean of their medians,
     fitted again. Fits stored without their points (older profiles) cannot be pooled:
@@ -119,8 +136,6 @@ def pool_fits(fits: Sequence[Fit]) -> Fit | None:
         return None
     if len(fits) == 1 or any(not f.points for f in fits):
         return fits[0]
-    from .calibrate import fit_alpha_beta
-
     sizes: dict[float, list[float]] = {}
     for f in fits:
         for p in f.points:

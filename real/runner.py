@@ -2,7 +2,7 @@
 
 What runs: synchronous ring all-reduce with TensorFlow's MultiWorkerMirroredStrategy (one
 process per worker on this host, RING collectives on CPU, NCCL on GPU), synchronous and
-asynchronous parameter servers with ParameterServerStrategy (`real/ps.py`), independent
+asynchronous parameter servers with ParameterServerStrategy (`real/process/ps.py`), independent
 trials (`real/trials.py`), a single worker without a strategy, and the failures and
 stragglers a scenario injects. What it cannot run as specified (`check_supported`) is
 refused before anything starts, with a line that names the field (`... not implemented
@@ -23,8 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from results.stats import combine
+from results.streams import stream
 from scenarios import vocab
 from scenarios.errors import NotModelledError, ScenarioError
+from scenarios.keras_layers import resolve_spec
 from scenarios.loader import Point, Scenario
 from scenarios.spec import ScenarioSpec
 from scenarios.strategy import algorithm_column
@@ -33,9 +36,11 @@ from workloads.pipeline import replicas, stage_layers
 from workloads.schedule import schedule_of
 
 from .failures import launch_with_failures
-from .job import Job
+from .job import DIGITS_CLASSES, DIGITS_FEATURES, Job
 from .launcher import GaveUp, Launcher, LaunchResult
+from .spark import SparkLauncher
 from .summary import summarize, trace_of
+from .trials import run_trials
 
 #: seconds a collective may hang before TensorFlow aborts it (a hang is reported, never waited)
 COLLECTIVE_TIMEOUT_S = 120
@@ -102,10 +107,6 @@ def check_supported(spec: ScenarioSpec) -> None:
             f"model: {spec.model.name} has no keras builder, so run-real cannot build it"
         )
     if spec.training.data == "digits":
-        from scenarios.keras_layers import resolve_spec
-
-        from .data import DIGITS_CLASSES, DIGITS_FEATURES
-
         keras = resolve_spec(spec.model.keras.model_dump())
         shape = keras.get("input_shape") or [keras.get("inputs", 0)]
         if int(np.prod(shape)) != DIGITS_FEATURES or keras.get("classes") != DIGITS_CLASSES:
@@ -155,7 +156,7 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
         servers = [common.replace(role="ps", index=j, serve=True) for j in range(st.servers)]
         return [chief, *workers_, *servers]
     if st.pipelined:
-        # one copy of the model, its stages driven by the chief (real/pipeline.py); alone,
+        # one copy of the model, its stages driven by the chief (real/process/pipeline.py); alone,
         # the whole model on one device in one micro-batch
         if n == spec.workers:
             return pipeline_jobs(common, spec, [len(r) for r in stage_layers(spec)])
@@ -188,7 +189,7 @@ def pipeline_jobs(
 
 
 def pipeline_problems(spec: ScenarioSpec) -> list[str]:
-    """What of a pipeline run-real cannot run (real/pipeline.py runs one copy of an mlp
+    """What of a pipeline run-real cannot run (real/process/pipeline.py runs one copy of an mlp
     model, on synthetic data or the digits, no stragglers, failures or checkpoints)."""
     st, problems = spec.strategy, []
     keras = spec.model.keras
@@ -266,8 +267,6 @@ def bytes_per_pack(spec: ScenarioSpec) -> int:
 def stragglers_of(spec: ScenarioSpec, worker: int) -> dict[str, Any]:
     """What worker `worker` injects: jitter, persistent slowness, transient hiccups (seconds
     per step), from the same seeded streams as the simulator."""
-    from results.streams import stream
-
     total = spec.training.warmup_steps + spec.training.steps
     slow = 1.0
     for group in spec.stragglers.slow:
@@ -301,8 +300,6 @@ _BASELINES: dict[str, float] = {}
 
 
 def run_trials_point(point: Point) -> RealPoint:
-    from .trials import run_trials
-
     started = time.perf_counter()
     spec = point.spec
     figures, records, placement = run_trials(spec, jobs_for(spec, 1)[0])
@@ -350,8 +347,6 @@ def run_trials_point(point: Point) -> RealPoint:
 def launch_job(spec: ScenarioSpec, jobs: list[Job]) -> LaunchResult:
     """Run one job, without failures, on the scenario's engine."""
     if spec.real.engine == "spark":
-        from .spark import SparkLauncher
-
         return SparkLauncher.of(spec, jobs).run()
     return Launcher(jobs, spec.real.timeout, spec.real.device).run()
 
@@ -492,8 +487,6 @@ def merge_repeats(runs: list[RealPoint]) -> RealPoint:
     """One point's repeated runs as one: the mean of every figure with 95% half-widths of
     the headline ones (`results.stats.combine`, as the simulator combines replications),
     `replications` the number of runs; the step records of all, `replication` the run."""
-    from results.stats import combine
-
     frames = [run.steps.assign(replication=i) for i, run in enumerate(runs)]
     row = combine([run.row for run in runs]) if len(runs) > 1 else {**runs[0].row}
     # what the point is (workers, steps, ...) stays as it is: only measurements are averaged

@@ -1,7 +1,7 @@
 """Run one multi-process job as a Spark barrier stage (`real.engine: spark`).
 
 The TensorFlowOnSpark way: one barrier task per TensorFlow process (chief, workers,
-parameter servers), each running the same `python -m real.worker JOB.json` as the local
+parameter servers), each running the same `python -m real.process.worker JOB.json` as the local
 launcher (`real/launcher.py`); what a task does, and the directory the tasks and the driver
 share, is in `real/spark_task.py`. The barrier stage feeds a shuffle, so that a failure
 that stops the job is recovered by Spark's own stage retry: every task starts again, waits

@@ -2,7 +2,7 @@
 
 `real/spark.py` starts one task per TensorFlow process of a job (`JobTask`). Each task
 picks a free port on its own host, the tasks exchange `host:port` with
-`BarrierTaskContext.allGather`, and each starts `python -m real.worker JOB.json`, the same
+`BarrierTaskContext.allGather`, and each starts `python -m real.process.worker JOB.json`, the same
 worker code as the local launcher, with the `TF_CONFIG` built from what they gathered. The
 process dies with the task (the kernel's parent-death signal).
 
@@ -222,7 +222,7 @@ class StoppedByFailure(RuntimeError):
 
 
 class _Process:
-    """One `python -m real.worker JOB.json` process, started (and started again) by a
+    """One `python -m real.process.worker JOB.json` process, started (and started again) by a
     task, in a directory of its own; its records come through `next`."""
 
     END = "end"
@@ -240,7 +240,7 @@ class _Process:
     def _start(self) -> subprocess.Popen[str]:
         with self.log.open("a") as stderr:
             process = subprocess.Popen(
-                [sys.executable, "-m", "real.worker", str(self.path)],
+                [sys.executable, "-m", "real.process.worker", str(self.path)],
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 stdin=subprocess.DEVNULL,

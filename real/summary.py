@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from results.stats import step_stats
+from results.trace import ChromeTracer
 from scenarios import vocab
 from scenarios.spec import ScenarioSpec
 from workloads.convergence import to_target
@@ -29,8 +30,6 @@ def trace_of(
     under parameter servers) and any wait on the other; lost attempts and warm-up too. A
     pipeline's stages with CPU samples (`busy`): compute where the stage computed
     (`busy_spans`) within each of its steps, the bubble between."""
-    from results.trace import ChromeTracer
-
     tracer = ChromeTracer(spec.cluster.devices_per_host)
     exchange = vocab.PUSH if spec.strategy.serves_parameters else vocab.ALLREDUCE
     columns = ["worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s"]

@@ -22,6 +22,7 @@ from scenarios.trials import trial_grid
 
 from .job import Job
 from .launcher import Launcher, LaunchResult, RunError
+from .spark import run_trials as on_spark
 
 #: the hyperparameters a trial's job itself takes
 TAKEN = ("batch_per_worker", "steps", "learning_rate")
@@ -47,8 +48,6 @@ def run_trials(
     return the row's figures, the records, and where each trial ran (Spark only)."""
     jobs = trial_jobs(spec, base)
     if spec.real.engine == "spark":
-        from .spark import run_trials as on_spark
-
         settings = spec.real.spark
         outcomes = on_spark(
             jobs, spec.real.timeout, spec.real.device, settings.master, settings.conf

@@ -24,7 +24,7 @@ import copy
 from typing import Any
 
 #: The full default spec of each builder computable here, exactly as written in the
-#: `keras:` field of its catalog file and as accepted by `real.models.build_model`.
+#: `keras:` field of its catalog file and as accepted by `real.process.models.build_model`.
 #: mlp takes 64 inputs so that it trains on scikit-learn's 8x8 digits (flattened).
 DEFAULT_SPECS: dict[str, dict[str, Any]] = {
     "mlp": {"builder": "mlp", "inputs": 64, "hidden": [1024, 1024], "classes": 10},
@@ -56,7 +56,7 @@ _CNN_KERNEL = 3
 
 
 def builders() -> tuple[str, ...]:
-    """Every builder name that `real.models.build_model` knows, in catalog order."""
+    """Every builder name that `real.process.models.build_model` knows, in catalog order."""
     return CATALOG_ONLY_BUILDERS + tuple(DEFAULT_SPECS)
 
 
@@ -130,7 +130,7 @@ def layer_table(keras_spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Per-layer `{"name", "params", "flops"}` rows, input to output, for mlp or small_cnn.
 
     Names, trainable parameter counts and forward FLOPs per sample are exactly those that
-    `tools/gen_model_catalog.py` derives from the Keras model `real.models.build_model`
+    `tools/gen_model_catalog.py` derives from the Keras model `real.process.models.build_model`
     builds for the same spec. Raises ValueError for a bad spec, and for the big models,
     whose tables come from their catalog entries.
     """

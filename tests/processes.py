@@ -65,8 +65,8 @@ def own_processes(monkeypatch: object) -> Iterator[str]:
 
 
 def workers_alive() -> list[int]:
-    """PIDs of the real.worker processes the running test started."""
-    return tagged(os.environ[TAG], command="real.worker")
+    """PIDs of the real.process.worker processes the running test started."""
+    return tagged(os.environ[TAG], command="real.process.worker")
 
 
 def run_real(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,5 @@
-"""real.models.build_model against the catalog: every builder builds the model its file describes.
+"""real.process.models.build_model against the catalog: every builder builds the model its
+file describes.
 
 Needs TensorFlow (skipped without it). Each model is built once and walked with the
 generator's own code, so this also checks that tools/gen_model_catalog.py would rewrite the
@@ -44,7 +45,7 @@ def _generator() -> ModuleType:
 
 
 GEN = _generator()
-from real.models import build_model  # noqa: E402 - importable once the generator set sys.path
+from real.process.models import build_model  # noqa: E402 - importable once the generator set sys.path
 
 ENTRIES = {e.name: e for e in GEN.ENTRIES}
 PARAMS = [pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name for name in ENTRIES]
@@ -120,7 +121,7 @@ def test_module_imports_without_tensorflow() -> None:
     # None in sys.modules makes `import tensorflow` / `import keras` raise ImportError.
     code = (
         "import sys; sys.modules['tensorflow'] = None; sys.modules['keras'] = None; "
-        "import real.models; real.models.build_model"
+        "import real.process.models; real.process.models.build_model"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
@@ -131,7 +132,7 @@ def test_the_optimizer_applies_the_scenarios_schedule() -> None:
     epoch is 56.15625 updates; warm-up over 1 epoch from 0.05, then x0.1 at epochs 2 and 3."""
     import tensorflow as tf
 
-    from real.models import build_for_training
+    from real.process.models import build_for_training
     from real.runner import jobs_for
     from scenarios import loads
 

@@ -424,14 +424,16 @@ def test_another_run_beside_is_not_ours(scenario: Path, tmp_path: Path) -> None:
     )
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(tagged(foreign, command="real.worker")) < 2:
+        while (
+            time.monotonic() < deadline and len(tagged(foreign, command="real.process.worker")) < 2
+        ):
             time.sleep(0.5)
-        assert len(tagged(foreign, command="real.worker")) == 2
+        assert len(tagged(foreign, command="real.process.worker")) == 2
         assert workers_alive() == []
         proc = run_real(str(scenario), "--out", str(tmp_path / "own"))
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert workers_alive() == []
-        assert beside.poll() is None and len(tagged(foreign, command="real.worker")) == 2
+        assert beside.poll() is None and len(tagged(foreign, command="real.process.worker")) == 2
     finally:
         beside.terminate()
         try:

@@ -1,11 +1,11 @@
-"""run-real pipelines (real/pipeline.py) against a NumPy model of the same training, and
+"""run-real pipelines (real/process/pipeline.py) against a NumPy model of the same training, and
 in-graph replication (one client, MirroredStrategy).
 
 GPipe's micro-batches change when each part of the gradient is computed, never what it
 sums to: a pipeline step is full-batch SGD. So the losses a 2-stage pipeline reports,
 step after step, are the losses of the same MLP trained on the whole batch by momentum
 SGD written out in NumPy (its forward, its softmax cross-entropy and their gradients by
-hand), from the weights and data `real/pipeline.py` makes from the seed.
+hand), from the weights and data `real/process/pipeline.py` makes from the seed.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ real: {{timeout: 3 min, baseline: false}}
 
 def numpy_losses(steps: int) -> list[float]:
     """The loss before each step of full-batch momentum SGD (Keras' SGD: v = 0.9 v - lr g,
-    w += v) on the MLP, from real/pipeline.py's initial weights and synthetic batch: per
+    w += v) on the MLP, from real/process/pipeline.py's initial weights and synthetic batch: per
     layer in order a Glorot-uniform kernel and a zero bias, then the inputs and labels,
     all drawn from one numpy Generator seeded with the scenario's seed."""
     rng = np.random.default_rng(SEED)
@@ -107,7 +107,7 @@ def test_pipeline_trains_as_full_batch_sgd(schedule: str, tmp_path: Path, own: s
 
 
 def test_a_stage_fed_by_a_stage_of_no_layers_trains_alike(tmp_path: Path, own: str) -> None:
-    # the calibration's fed stage (real/pipeline.py measure_stage): a first stage of no
+    # the calibration's fed stage (real/calibrate_stage.py, measure_stage): a first stage of no
     # layers only sends each micro-batch on and takes its gradient back; the training is
     # still the whole MLP's, full batch
     from real.launcher import Launcher

@@ -4,7 +4,7 @@ Usage, from the repository root, with a Python that has TensorFlow (2.21, Keras 
 
     python tools/gen_model_catalog.py [--out scenarios/catalog/models] [--check]
 
-Every model is built with `real.models.build_model` (random weights, nothing downloaded) and
+Every model is built with `real.process.models.build_model` (random weights, nothing downloaded) and
 walked layer by layer: trainable parameters are read from the layer's weights, forward FLOPs
 per sample are computed from its weight and output shapes with the rules in `RULES` below.
 The YAML is written by hand (not `yaml.dump`) so that it keeps its header comments and one
@@ -33,7 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from real.models import build_model  # noqa: E402 - needs the sys.path line above
+from real.process.models import build_model  # noqa: E402 - needs the sys.path line above
 from results.files import write_atomic  # noqa: E402
 from scenarios.keras_layers import DEFAULT_SPECS, layer_table  # noqa: E402
 
@@ -122,7 +122,8 @@ ENTRIES: tuple[Entry, ...] = (
         title='Inception-v3 (Szegedy et al., "Rethinking the Inception Architecture for\n'
         '  Computer Vision", CVPR 2016).',
         built_from="keras.applications.InceptionV3(weights=None, classifier_activation=None)\n"
-        "  with its auto-named layers given stable names (real.models._inception_layer_names)",
+        "  with its auto-named layers given stable names "
+        "(real.process.models._inception_layer_names)",
         description="Inception-v3 image classifier, 299x299x3 input, 1000 classes",
         published=(
             "Published: 23.8 M parameters without the auxiliary classifier (torchvision",
@@ -154,7 +155,8 @@ ENTRIES: tuple[Entry, ...] = (
         name="alexnet",
         title='AlexNet, single-tower variant (Krizhevsky, "One weird trick for parallelizing\n'
         '  convolutional neural networks", arXiv:1404.5997, 2014).',
-        built_from="real.models._alexnet (torchvision's AlexNet; keras.applications has none)",
+        built_from="real.process.models._alexnet "
+        "(torchvision's AlexNet; keras.applications has none)",
         description="AlexNet image classifier (torchvision variant), 224x224x3 input, 1000 classes",
         published=(
             "Published: 61.1 M parameters (61,100,840; torchvision AlexNet_Weights,",
@@ -167,7 +169,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         name="mlp",
         title="MLP: a small multilayer perceptron (Dense + ReLU hidden layers, Dense logits).",
-        built_from="real.models._mlp (Keras Dense layers)",
+        built_from="real.process.models._mlp (Keras Dense layers)",
         description="MLP classifier for scikit-learn's 8x8 digits, 64 inputs, 2x1024 hidden, "
         "10 classes",
         published=(
@@ -178,7 +180,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         name="small_cnn",
         title="Small CNN: 3x3 Conv2D + ReLU layers, Flatten, Dense + ReLU, Dense logits.",
-        built_from="real.models._small_cnn (Keras Conv2D and Dense layers)",
+        built_from="real.process.models._small_cnn (Keras Conv2D and Dense layers)",
         description="Small CNN classifier for scikit-learn's 8x8 digits, 8x8x1 input, 10 classes",
         published=(
             "Published: none (a toy model). scenarios.keras_layers.layer_table computes the",

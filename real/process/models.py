@@ -20,8 +20,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scenarios.keras_layers import resolve_spec
+from workloads.schedule import Schedule
 
-from .job import Job
+from ..job import Job
 
 if TYPE_CHECKING:  # only for annotations; importing keras at runtime needs TensorFlow
     import keras
@@ -215,8 +216,6 @@ def rate_schedule(fields: dict[str, Any]) -> Any:
     (its `iterations`, which a checkpoint restores): the rate each update applies."""
     import keras
     from keras import ops
-
-    from workloads.schedule import Schedule
 
     s = Schedule.of(fields)
 

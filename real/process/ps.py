@@ -1,6 +1,6 @@
 """Parameter servers with TensorFlow's ParameterServerStrategy, asynchronous and synchronous.
 
-Worker and parameter-server processes only serve (`tf.distribute.Server(...).join()`);
+Worker and parameter-server processes only serve (real/process/server.py);
 the chief process is the coordinator: it builds the model under the strategy (variables
 on the parameter servers: round-robin by default, or every variable sliced over all shards
 with a `FixedShardsPartitioner` for `partition: sliced`) and schedules one closure per
@@ -22,48 +22,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from . import protocol
+from .. import protocol
+from ..job import Job
+from .data import digits_split
 from .evaluate import Evaluator
-from .job import Job
-from .worker import checkpointing
-
-
-def serve(job: Job) -> None:
-    """A worker or parameter-server task: serve until the launcher ends the process."""
-    import tensorflow as tf
-
-    if job.pin and job.device == "cpu":
-        from .pipeline import pin_to_core
-
-        # a pipeline stage: one device, one core
-        pin_to_core(job.index if job.core is None else job.core)
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    # inter_op_parallelism_threads=1 on these servers deadlocks coordinator.join()
-    # (docs/tf-notes.md); 2 works
-    config = tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=1, inter_op_parallelism_threads=2
-    )
-    server = tf.distribute.Server(
-        resolver.cluster_spec(),
-        job_name=job.role,
-        task_index=job.index,
-        protocol="grpc",
-        config=config,
-    )
-    protocol.emit({"event": "serving", "role": job.role, "index": job.index, "time": time.time()})
-    if job.busy_every_s > 0:
-        from .pipeline import sample_busy
-
-        sample_busy(job)
-    server.join()
+from .models import build_for_training
+from .training import checkpointing
 
 
 def coordinate(job: Job) -> None:
     """The chief: schedule `warmup + steps` updates over the workers, report each."""
     launched = time.time()
     import tensorflow as tf
-
-    from .models import build_for_training
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(2)
@@ -177,8 +147,6 @@ def _synthetic(tf: Any, job: Job, batch: int, shape: Any, classes: int, seed: in
     """The per-worker dataset function: synthetic data made once, repeated (tf_cnn_benchmarks'
     way), or the digits data set (`training.data: digits`)."""
     if job.data == "digits":
-        from .data import digits_split
-
         x_all, y_all, _, _ = digits_split(shape, job.holdout, job.seed)  # the training split
 
         def digits_fn() -> Any:
@@ -296,8 +264,6 @@ def coordinate_sync(job: Job) -> None:
     """
     launched = time.time()
     import tensorflow as tf
-
-    from .models import build_for_training
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(2)

@@ -1,7 +1,7 @@
 """Pipeline model parallelism for real: one client drives stages on TensorFlow processes.
 
 The job is a chief (the client) and one worker process per stage. Each worker only
-serves (`real/ps.py`'s `serve`), pinned to one core of the host on CPU (a stage is one
+serves (`real/process/server.py`), pinned to one core of the host on CPU (a stage is one
 device: unpinned, one process's inter-op threads run micro-batches side by side on every
 core and a one-stage "pipeline" is already parallel). The chief connects to the cluster
 (`tf.config.experimental_connect_to_cluster`), places each stage's Dense layers, their
@@ -24,57 +24,28 @@ Each stage reports one step record per step: `start` when its first input arrive
 `end` when its update was done (`tf.timestamp` on its task; every process shares the host
 clock). The time between includes the stage's bubble: `compute_end` is `end`. With a
 target, the chief evaluates the whole pipeline's forward on the held-out split every few
-steps (real/evaluate.py) and stops once it is met.
+steps (real/process/evaluate.py) and stops once it is met.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import protocol
-from .job import Job
+import numpy as np
 
-if TYPE_CHECKING:
-    from scenarios.profile import ComputeEntry
-    from scenarios.spec import ScenarioSpec
+from scenarios.keras_layers import resolve_spec
+from workloads.pipeline import schedule_of
+from workloads.schedule import Schedule
 
-
-def pin_to_core(index: int) -> None:
-    """Pin this process to one core of those it may use: stage `index`'s device."""
-    if hasattr(os, "sched_setaffinity"):
-        cores = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cores[index % len(cores)]})
-
-
-#: a stage's CPU samples go to the launcher this many at a time (every 0.1 s at 5 ms)
-BUSY_BATCH = 20
-
-
-def sample_busy(job: Job) -> None:
-    """Start a thread that samples this process's CPU time (every thread's, ns) with the
-    host clock every `job.busy_every_s`, and emits them `BUSY_BATCH` at a time as `busy`
-    records: [[time, cpu seconds], ...]. A stage pinned to one core computes where its
-    CPU time grows as fast as the clock (`real.summary.busy_spans`)."""
-    import threading
-
-    def sample() -> None:
-        samples: list[list[float]] = []
-        while True:
-            samples.append([time.time(), time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)])
-            if len(samples) >= BUSY_BATCH:
-                protocol.emit({"event": "busy", "worker": job.index, "samples": samples})
-                samples = []
-            time.sleep(job.busy_every_s)
-
-    threading.Thread(target=sample, name="busy", daemon=True).start()
+from .. import protocol
+from ..job import Job
+from .evaluate import Evaluator
+from .training import batch_stream
 
 
 def dense_layers(keras: dict[str, Any]) -> list[tuple[int, int, bool]]:
     """The mlp builder's Dense layers, input to output: (inputs, units, relu)."""
-    from scenarios.keras_layers import resolve_spec
-
     spec = resolve_spec(keras)
     if spec["builder"] != "mlp":
         raise ValueError(
@@ -90,11 +61,7 @@ def coordinate(job: Job) -> None:
     """The chief: build the stages on their tasks, run `warmup + steps` steps, report
     each stage's start and end of every step."""
     launched = time.time()
-    import numpy as np
     import tensorflow as tf
-
-    from workloads.pipeline import schedule_of
-    from workloads.schedule import Schedule
 
     stages, micro = job.stages, job.micro_batches
     # the client's threads carry the function's parts to every task at once
@@ -140,8 +107,6 @@ def coordinate(job: Job) -> None:
         y_all = tf.Variable(rng.integers(0, classes, batch).astype(np.int32))
     batches = None
     if job.data == "digits":
-        from .worker import batch_stream
-
         batches = batch_stream(tf, job, batch, (inputs,), classes)
     rates = None if job.schedule is None else Schedule.of(job.schedule)
 
@@ -245,8 +210,6 @@ def coordinate(job: Job) -> None:
                     ends[k] = tf.timestamp()
         return tf.stack(starts), tf.stack(ends), tf.add_n(losses)
 
-    from .evaluate import Evaluator
-
     evaluator = Evaluator.of(tf, job, model, (inputs,))
     params = sum(int(np.prod(v.shape)) for k in range(stages) for v in variables(k))
     protocol.ready(0, launched, params)
@@ -274,75 +237,3 @@ def coordinate(job: Job) -> None:
         if evaluator is not None and evaluator.due(step + 1, total) and evaluator(step + 1, 0):
             break  # the target is met
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
-
-
-def measure_stage(
-    spec: ScenarioSpec, steps: int, timeout_s: float, fed: bool = False, together: int = 1
-) -> ComputeEntry:
-    """One pipeline stage holding every layer, its process on one core, the batch in the
-    point's micro-batches (their gradients summed), `steps` measured steps: what the
-    simulator cuts into stages (`run-real --calibrate`, real/calibrate.py). `together`
-    such stages at once, on a core each (`processes`): a pipeline's stages share the
-    memory and caches of the host as they work side by side. `fed`: a stage of no layers
-    before it, on a core of its own, sends it each micro-batch's input and takes back the
-    input's gradient (the stage then computes that gradient too): the measured stage
-    receives and sends one message a micro-batch each way."""
-    import threading
-
-    import numpy as np
-
-    from scenarios.profile import ComputeEntry
-
-    from .launcher import Launcher, LaunchResult
-    from .runner import jobs_for, pipeline_jobs
-
-    micro = spec.strategy.micro_batches
-    common = jobs_for(spec, 1)[0].replace(steps=steps)
-    split = [len(spec.model.layer_table())]
-    jobs = pipeline_jobs(common, spec, [0, *split] if fed else split, micro_batches=micro)
-    results: list[LaunchResult] = []
-    failed: list[BaseException] = []
-
-    def launch(copy: int) -> None:
-        try:  # copy c's stage on core c (a copy of its own cluster, on ports of its own)
-            placed = [jobs[0], *(j.replace(core=copy) for j in jobs[1:])] if copy else jobs
-            results.append(Launcher(placed, timeout_s, spec.real.device).run())
-        except BaseException as error:  # noqa: BLE001 - raised again below
-            failed.append(error)
-
-    threads = [threading.Thread(target=launch, args=(c,)) for c in range(1, together)]
-    for thread in threads:
-        thread.start()
-    launch(0)
-    for thread in threads:
-        thread.join()
-    if failed:
-        raise failed[0]
-    warmup = spec.training.warmup_steps
-    measured = 1 if fed else 0
-    t = np.concatenate(
-        [
-            np.diff(sorted(r["end"] for r in result.of("step") if r["worker"] == measured))[
-                max(warmup, 1) - 1 :
-            ]
-            for result in results
-        ]
-    )
-    startup = float(
-        np.median([min(r["start"] for r in res.of("step")) - res.launched for res in results])
-    )
-    return ComputeEntry.model_validate(
-        {
-            "model": spec.model.name,
-            "batch_per_worker": spec.training.batch_per_worker,
-            "dtype": spec.model.dtype,
-            "processes": together,
-            "micro_batches": micro,
-            "fed": fed,
-            "step_time": f"{float(np.mean(t))} s",
-            "p10": f"{float(np.percentile(t, 10))} s",
-            "p90": f"{float(np.percentile(t, 90))} s",
-            "steps": len(t),
-            "startup": f"{startup} s",
-        }
-    )

@@ -12,10 +12,6 @@ from typing import Any
 
 import numpy as np
 
-#: pixels per digit image and classes in the data set
-DIGITS_FEATURES = 64
-DIGITS_CLASSES = 10
-
 
 def digits(shape: Any) -> tuple[np.ndarray, np.ndarray]:
     """The whole digits set as (features shaped like the model's input, int32 labels)."""

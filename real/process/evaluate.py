@@ -16,8 +16,9 @@ from typing import Any
 
 from scenarios.training import Target
 
-from . import protocol
-from .job import Job
+from .. import protocol
+from ..job import Job
+from .data import digits_split
 
 
 class Evaluator:
@@ -43,8 +44,6 @@ class Evaluator:
         """The job's evaluator, or None where it evaluates nothing."""
         if not job.eval_every or job.holdout <= 0:
             return None
-        from .data import digits_split
-
         _, _, x_held, y_held = digits_split(shape, job.holdout, job.seed)
         return cls(tf, job, model, x_held, y_held)
 

@@ -6,7 +6,7 @@
   a parameter server's pull and push move them.
 - `update`: a coordinator, one worker and S servers under ParameterServerStrategy; the
   coordinator builds the scenario's model and times the call that applies a synchronous
-  round's gradients on the servers (`real.ps.sync_update`), and closures that read the
+  round's gradients on the servers (`real.process.ps.sync_update`), and closures that read the
   model, and push a gradient to it as a synchronous or an asynchronous closure does, and
   a bare closure that reads one scalar, with the CPU the machine spent on each.
 - `allreduce`: N processes under MultiWorkerMirroredStrategy (RING on CPU) time a sum
@@ -20,10 +20,16 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
-from . import protocol
-from .job import Job
+from scenarios.profile import CLOSURES
+
+from .. import protocol
+from ..job import Job
+from .models import build_for_training
+from .ps import sync_update
+from .training import configure_threads, strategy_of
 
 
 def transfer(job: Job) -> None:
@@ -135,10 +141,8 @@ def allreduce(job: Job) -> None:
     import tensorflow as tf
 
     if job.local_devices > 1:  # in graph: among one process's devices (MirroredStrategy)
-        from .worker import _configure_threads, _strategy
-
-        _configure_threads(tf, job)
-        strategy = _strategy(tf, job)
+        configure_threads(tf, job)
+        strategy = strategy_of(tf, job)
     else:
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -251,7 +255,7 @@ def busy_cpu_s() -> float | None:
 
 def update(job: Job) -> None:
     """The optimizer's update of the job's model on its parameter servers, applied by one
-    coordinator call, exactly as a synchronous round ends (`real.ps.sync_update`); no
+    coordinator call, exactly as a synchronous round ends (`real.process.ps.sync_update`); no
     worker computes. The update runs on the servers beside each weight; with two or more
     servers its ops also read the optimizer's scalars (learning rate, iterations) across
     servers, which is why it grows with the number of servers.
@@ -266,11 +270,6 @@ def update(job: Job) -> None:
     Their gradients are made on the worker from a value read at run time and nothing is
     computed, so each closure is what the job's closures pay besides their compute."""
     import tensorflow as tf
-
-    from scenarios.profile import CLOSURES
-
-    from .models import build_for_training
-    from .ps import sync_update
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(2)
@@ -331,3 +330,12 @@ def update(job: Job) -> None:
                     {"event": "probe", "worker": 0, "kind": kind, "bytes": 0, "time_s": seconds}
                 )
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
+
+
+#: the probes a job names (`Job.probe`), each run in place of training
+PROBES: dict[str, Callable[[Job], None]] = {
+    "transfer": transfer,
+    "allreduce": allreduce,
+    "coordinator": coordinator,
+    "update": update,
+}

@@ -1,0 +1,77 @@
+"""One TensorFlow process of `run-real`: `python -m real.process.worker JOB.json`.
+
+The launcher (`real/launcher.py`, or a Spark task, `real/spark_task.py`) writes the job
+(`real/job.py`), sets `TF_CONFIG`, and reads this process's standard output: one JSON
+object per line (`real/protocol.py`). The job says what the process is:
+
+- a probe of `run-real --calibrate` (`job.probe`: real/process/probe.py);
+- a task that only serves (`job.serve`: a parameter-server job's workers and servers, a
+  pipeline's stages; real/process/server.py);
+- a chief: a pipeline's client (`job.split`: real/process/pipeline.py) or the
+  parameter-server coordinator (real/process/ps.py);
+- else an all-reduce worker (real/process/allreduce.py).
+
+TensorFlow is imported once, here, before the job starts; the modules of this package
+take it as an argument.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .. import protocol
+from ..job import Job
+from . import allreduce, pipeline, ps
+from .probe import PROBES
+from .server import serve
+
+
+def import_tensorflow() -> None:
+    """Import TensorFlow and Keras, without scikit-learn. Keras imports scikit-learn (and
+    SciPy with it) for its scikit-learn wrappers whenever it is installed: about 1.5 s of
+    every process's start-up on a 2-core machine, for wrappers no process here uses. So
+    scikit-learn is hidden while they load (Keras then goes without its wrappers), and
+    imports as usual afterwards (the digits data: real/process/data.py)."""
+    hidden = "sklearn" not in sys.modules
+    if hidden:
+        sys.modules["sklearn"] = None  # type: ignore[assignment]  # importing it fails
+    try:
+        import keras  # noqa: F401
+        import tensorflow  # noqa: F401
+    finally:
+        if hidden:
+            del sys.modules["sklearn"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    with open(args[0], encoding="utf-8") as f:
+        job = Job.from_json(f.read())
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import_tensorflow()
+        if job.probe:
+            PROBES[job.probe](job)
+        elif job.serve:
+            serve(job)
+        elif job.role == "chief" and job.split:
+            pipeline.coordinate(job)
+        elif job.role == "chief":
+            (ps.coordinate_sync if job.sync else ps.coordinate)(job)
+        else:
+            allreduce.run(job)
+    except Exception as exc:  # report it to the launcher, then fail loudly
+        protocol.emit(
+            {
+                "event": "error",
+                "worker": job.index,
+                "error": f"{type(exc).__name__}: {exc}"[-4000:],
+            }
+        )
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
