@@ -476,48 +476,50 @@ def probes_of(spec: ScenarioSpec) -> list[Probe]:
 def measure_probe(probe: Probe, spec: ScenarioSpec, into: Measured) -> str:
     """Run one probe for `spec`'s point, add what it measured to `into`, and say what."""
     device = spec.real.device
-    if probe[0] == "fed":
-        pair = [measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, fed=f) for f in (False, True)]
-        into.compute += pair
-        return "\n".join(map(describe_compute, pair))
-    if probe[0] == "dispatch":
-        pair = measure_dispatch(spec)
-        into.compute += pair
-        return "\n".join(map(describe_compute, pair))
-    if probe[0] == "transfer":
-        transfer, exchange, messages = measure_transfer(device)
-        into.transfer.append(transfer)
-        into.exchange.append(exchange)
-        into.messages.append(messages)
-        return "\n".join(
-            (
-                _describe("transfer (one tensor between two processes)", transfer),
-                _describe(
-                    "exchange (a tensor each way at once; bandwidth per direction)", exchange
-                ),
-                f"messages: a call reading one small tensor {messages.first * 1e3:.3g} ms; "
-                f"each further read the call waits for {messages.chained * 1e3:.3g} ms "
-                f"(chains of {messages.chain})",
+    match probe:
+        case ("fed", *_):
+            pair = [measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, fed=f) for f in (False, True)]
+            into.compute += pair
+            return "\n".join(map(describe_compute, pair))
+        case ("dispatch", *_):
+            pair = measure_dispatch(spec)
+            into.compute += pair
+            return "\n".join(map(describe_compute, pair))
+        case ("transfer", *_):
+            transfer, exchange, messages = measure_transfer(device)
+            into.transfer.append(transfer)
+            into.exchange.append(exchange)
+            into.messages.append(messages)
+            return "\n".join(
+                (
+                    _describe("transfer (one tensor between two processes)", transfer),
+                    _describe(
+                        "exchange (a tensor each way at once; bandwidth per direction)", exchange
+                    ),
+                    f"messages: a call reading one small tensor {messages.first * 1e3:.3g} ms; "
+                    f"each further read the call waits for {messages.chained * 1e3:.3g} ms "
+                    f"(chains of {messages.chain})",
+                )
             )
-        )
-    if probe[0] == "allreduce":
-        n = probe[1]
-        fit = measure_allreduce(n, device)
-        into.allreduce.append(fit)
-        return _describe(f"all-reduce, {n} processes (algbw; busbw x {2 * (n - 1) / n:.2f})", fit)
-    if probe[0] == "in_graph":
-        n = probe[1]
-        fit = measure_allreduce(n, device, in_graph=True)
-        into.in_graph.append(fit)
-        return _describe(f"all-reduce among {n} devices of one process (in graph)", fit)
-    if probe[0] == "coordinator":
-        c = measure_coordinator(device)
-        into.coordinator.append(c)
-        return (
-            f"coordinator (ClusterCoordinator round trips): dispatch a closure "
-            f"{c.dispatch * 1e3:.3g} ms, queued closures {(c.queued or 0) * 1e3:.3g} ms "
-            f"each, call on a server {c.call * 1e3:.3g} ms"
-        )
+        case ("allreduce", n, *_):
+            fit = measure_allreduce(n, device)
+            into.allreduce.append(fit)
+            return _describe(
+                f"all-reduce, {n} processes (algbw; busbw x {2 * (n - 1) / n:.2f})", fit
+            )
+        case ("in_graph", n, *_):
+            fit = measure_allreduce(n, device, in_graph=True)
+            into.in_graph.append(fit)
+            return _describe(f"all-reduce among {n} devices of one process (in graph)", fit)
+        case ("coordinator", *_):
+            c = measure_coordinator(device)
+            into.coordinator.append(c)
+            return (
+                f"coordinator (ClusterCoordinator round trips): dispatch a closure "
+                f"{c.dispatch * 1e3:.3g} ms, queued closures {(c.queued or 0) * 1e3:.3g} ms "
+                f"each, call on a server {c.call * 1e3:.3g} ms"
+            )
+    # what is left: ("update", model, dtype, servers)
     u = measure_update(spec)
     into.updates.append(u)
 
