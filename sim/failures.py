@@ -29,7 +29,7 @@ from scenarios import vocab
 from scenarios.dynamics import RandomFailure, ScheduledFailure
 from scenarios.errors import ScenarioError
 
-from .strategies import trainings
+from .strategies import strategy_of
 from .training import Process, Training
 
 if TYPE_CHECKING:
@@ -61,11 +61,11 @@ class Supervisor:
         self.sim = sim
         self.env = sim.env
         spec = sim.spec
-        self.kind = spec.strategy.kind
+        self.strategy = strategy_of(spec.strategy)
         self.restart_overhead = sim.costs.restart_s  # measured, or the scenario's
         self.recovery: simpy.Process | None = None
         self.resumed_at = 0.0
-        self.training: Training = trainings()[self.kind](sim, 0)
+        self.training: Training = self.strategy.training(sim, 0)
         for failure in spec.failures:
             if isinstance(failure, RandomFailure):
                 for host in range(self.hosts()):
@@ -137,8 +137,9 @@ class Supervisor:
         self.sim.recovery_time += downtime
 
     def survivable(self, role: str, index: int) -> bool:
-        """Only a non-chief worker under parameter servers is replaced without a restart."""
-        return role == "worker" and index != 0 and self.sim.spec.strategy.serves_parameters
+        """Whether the strategy replaces the process without a restart (only a non-chief
+        worker under parameter servers does)."""
+        return self.strategy.survives(role, index)
 
     def fail(self, role: str, index: int, downtime: float) -> None:
         self.sim.failures += 1
@@ -186,4 +187,4 @@ class Supervisor:
             sim.tracer.span(worker, vocab.RECOVER, since, self.env.now)
         self.resumed_at = self.env.now
         self.recovery = None
-        self.training = trainings()[self.kind](sim, sim.last_checkpoint[0])
+        self.training = self.strategy.training(sim, sim.last_checkpoint[0])

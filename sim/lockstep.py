@@ -35,6 +35,7 @@ import simpy
 from .collectives import ALGORITHMS
 from .network import make_network
 from .outcome import SimulationOutcome
+from .strategies import strategy_of
 
 if TYPE_CHECKING:
     from .simulation import Simulation
@@ -45,8 +46,7 @@ def eligible(sim: Simulation) -> bool:
     spec = sim.spec
     strategy = spec.strategy
     return (
-        strategy.all_reduces
-        and strategy.sync
+        strategy_of(strategy).lockstep(strategy)
         and sim.compute_rate is None
         and not spec.failures
         and not sim.tracer.enabled

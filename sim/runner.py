@@ -24,7 +24,7 @@ from scenarios.dynamics import RandomFailure
 from scenarios.loader import Point, Scenario
 from scenarios.profile import Profile, load_profile
 from scenarios.spec import ScenarioSpec
-from scenarios.strategy import StrategySpec, algorithm_column
+from scenarios.strategy import algorithm_column
 from workloads.convergence import curve_frame
 from workloads.pipeline import fits_line, memory_summary
 from workloads.schedule import schedule_of
@@ -33,6 +33,7 @@ from .convergence import eval_time, run_columns, target_columns, target_curve, t
 from .failures import daly_interval, young_interval
 from .metrics import summarize
 from .simulation import Simulation
+from .strategies import strategy_of
 
 
 @dataclass
@@ -123,11 +124,7 @@ def one_worker(spec: ScenarioSpec) -> ScenarioSpec:
     """
     cluster = spec.cluster.model_copy(update={"hosts": 1, "devices_per_host": 1})
     stragglers = spec.stragglers.model_copy(update={"slow": ()})
-    strategy = spec.strategy
-    if strategy.backup_workers:  # parameter servers only
-        strategy = strategy.model_copy(update={"backup_workers": 0})
-    if strategy.pipelined:  # the whole model on the one device, as it would fit
-        strategy = StrategySpec()
+    strategy = strategy_of(spec.strategy).baseline(spec.strategy)
     checkpoint = spec.checkpoint.model_copy(update={"every_steps": None})
     sim = spec.sim.model_copy(update={"replications": 1})
     return spec.model_copy(

@@ -1,20 +1,129 @@
-"""The training strategies of the simulator, by `strategy.kind`: the registry the engine
-builds a run's training from, as `sim/collectives.py`'s `ALGORITHMS` is for collectives."""
+"""The training strategies of the simulator, one plug-in per `strategy.kind` (STYLE.md
+rule 23), found by kind as `sim/collectives.py`'s `ALGORITHMS` finds a collective.
+
+A `Strategy` says what the engine needs to know of a kind and nothing else asks: the
+training that runs it (its module: `sim/allreduce.py`, `sim/ps.py`, `sim/pipeline.py`,
+`sim/independent.py`), the strategy of its one-worker baseline (scaling efficiency's
+denominator), whether the lockstep engine may time it, and which failures it survives
+without restarting the job.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from scenarios.strategy import StrategySpec
 
 from .allreduce import AllreduceTraining
 from .independent import IndependentTrials
 from .pipeline import PipelineTraining
 from .ps import ParameterServerTraining
-from .training import TrainingFactory
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
+    from .training import Training
 
 
-def trainings() -> dict[str, TrainingFactory]:
-    """The strategies by `strategy.kind`."""
-    return {
-        "allreduce": AllreduceTraining,
-        "parameter_server": ParameterServerTraining,
-        "independent": IndependentTrials,
-        "pipeline": PipelineTraining,
-    }
+class Strategy(Protocol):
+    def training(self, sim: Simulation, start_step: int) -> Training:
+        """The training of one generation of the job, from `start_step`."""
+        ...
+
+    def baseline(self, strategy: StrategySpec) -> StrategySpec:
+        """The strategy of the same point on one worker."""
+        ...
+
+    def lockstep(self, strategy: StrategySpec) -> bool:
+        """Whether the lockstep engine (`sim/lockstep.py`) may time it (the engine checks
+        the rest: no failures, no trace, buckets to reduce)."""
+        ...
+
+    def survives(self, role: str, index: int) -> bool:
+        """Whether a failure of `role` `index` leaves the job running (the process is
+        replaced) rather than restarting it from its last checkpoint."""
+        ...
+
+
+class AllReduce:
+    """Every worker all-reduces its gradients (sim/allreduce.py); any failure stops the
+    job (a collective waits for every worker)."""
+
+    def training(self, sim: Simulation, start_step: int) -> Training:
+        return AllreduceTraining(sim, start_step)
+
+    def baseline(self, strategy: StrategySpec) -> StrategySpec:
+        return strategy
+
+    def lockstep(self, strategy: StrategySpec) -> bool:
+        return strategy.sync
+
+    def survives(self, role: str, index: int) -> bool:
+        return False
+
+
+class ParameterServers:
+    """Workers push to and pull from parameter servers (sim/ps.py): a non-chief worker is
+    stateless and rejoins; a server or the chief takes the job down."""
+
+    def training(self, sim: Simulation, start_step: int) -> Training:
+        return ParameterServerTraining(sim, start_step)
+
+    def baseline(self, strategy: StrategySpec) -> StrategySpec:
+        return (
+            strategy.model_copy(update={"backup_workers": 0})
+            if strategy.backup_workers
+            else strategy
+        )
+
+    def lockstep(self, strategy: StrategySpec) -> bool:
+        return False
+
+    def survives(self, role: str, index: int) -> bool:
+        return role == "worker" and index != 0
+
+
+class Pipeline:
+    """Stages of the model on devices of their own (sim/pipeline.py); its one-worker
+    baseline is the whole model on one device, as it would fit."""
+
+    def training(self, sim: Simulation, start_step: int) -> Training:
+        return PipelineTraining(sim, start_step)
+
+    def baseline(self, strategy: StrategySpec) -> StrategySpec:
+        return StrategySpec()
+
+    def lockstep(self, strategy: StrategySpec) -> bool:
+        return False
+
+    def survives(self, role: str, index: int) -> bool:
+        return False
+
+
+class Independent:
+    """Trials on the worker slots, each training alone (sim/independent.py)."""
+
+    def training(self, sim: Simulation, start_step: int) -> Training:
+        return IndependentTrials(sim, start_step)
+
+    def baseline(self, strategy: StrategySpec) -> StrategySpec:
+        return strategy
+
+    def lockstep(self, strategy: StrategySpec) -> bool:
+        return False
+
+    def survives(self, role: str, index: int) -> bool:
+        return False
+
+
+#: the strategies by `strategy.kind`
+STRATEGIES: dict[str, Strategy] = {
+    "allreduce": AllReduce(),
+    "parameter_server": ParameterServers(),
+    "independent": Independent(),
+    "pipeline": Pipeline(),
+}
+
+
+def strategy_of(spec: StrategySpec) -> Strategy:
+    """The plug-in of a scenario's strategy."""
+    return STRATEGIES[spec.kind]

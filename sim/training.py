@@ -10,7 +10,7 @@ interrupts that worker with `WorkerFailure`, and it works out what is left.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -215,5 +215,3 @@ class Worker:
                 sim.tracer.span(self.index, vocab.RECOVER, failed_at, env.now)
                 step = training.resume_step(self, step)
 
-
-TrainingFactory = Callable[["Simulation", int], Training]
