@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from scenarios.spec import ScenarioSpec
 
-#: optimizer slots per parameter: SGD with momentum (real/models.py trains with it)
+#: optimizer slots per parameter: SGD with momentum (real/process/models.py trains with it)
 OPTIMIZER_SLOTS = 1
 
 

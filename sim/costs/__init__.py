@@ -54,7 +54,7 @@ class Links:
     # bytes/s of a host CPU's one port to its devices, each way (PCIe); None: the fabric's
     cpu_bandwidth: float | None = None
     # with `core`: the processes are pinned one a core over this many cores (a pipeline's
-    # stages, real/pipeline.py), device d computing on core d mod pinned; None: each on
+    # stages, real/process/pipeline.py), device d computing on core d mod pinned; None: each on
     # a core of its own
     pinned: int | None = None
     # with `core`: bytes/s the compute of all a host's processes shares (a pipeline's
