@@ -32,18 +32,46 @@ def ring(
     net: Network, ranks: Sequence[int], nbytes: float, costs: CollectiveCosts = NO_COLLECTIVE_COSTS
 ) -> Process:
     """Ring all-reduce: reduce-scatter then all-gather, N-1 steps of S/N bytes each."""
+    yield from ring_reduce_scatter(net, ranks, nbytes, costs)
+    yield from ring_all_gather(net, ranks, nbytes, costs, launch=False)
+
+
+def ring_reduce_scatter(
+    net: Network, ranks: Sequence[int], nbytes: float, costs: CollectiveCosts = NO_COLLECTIVE_COSTS
+) -> Process:
+    """Ring reduce-scatter of S bytes: in N-1 steps every link carries one chunk of S/N
+    per step, reduced on arrival; rank i ends with the sum of chunk i. (N-1)(alpha +
+    S/(N B)) without contention."""
     n = len(ranks)
     if n < 2 or nbytes <= 0:
         return
     links = [(ranks[i], ranks[(i + 1) % n]) for i in range(n)]
-    per_link = (n - 1) * nbytes / n
-    step = costs.step_s
-    # reduce-scatter: in N-1 steps every link carries one chunk per step
     yield net.transfers(
-        links, per_link, messages=n - 1, setup=costs.launch_s, step=step, reduce=True
+        links,
+        (n - 1) * nbytes / n,
+        messages=n - 1,
+        setup=costs.launch_s,
+        step=costs.step_s,
+        reduce=True,
     )
-    # all-gather: the same traffic again
-    yield net.transfers(links, per_link, messages=n - 1, step=step)
+
+
+def ring_all_gather(
+    net: Network,
+    ranks: Sequence[int],
+    nbytes: float,
+    costs: CollectiveCosts = NO_COLLECTIVE_COSTS,
+    launch: bool = True,
+) -> Process:
+    """Ring all-gather of S bytes (S/N from each rank): the reduce-scatter's traffic
+    without the reduction, (N-1)(alpha + S/(N B)); `launch`: a collective of its own, not
+    the second half of an all-reduce."""
+    n = len(ranks)
+    if n < 2 or nbytes <= 0:
+        return
+    links = [(ranks[i], ranks[(i + 1) % n]) for i in range(n)]
+    setup = costs.launch_s if launch else 0.0
+    yield net.transfers(links, (n - 1) * nbytes / n, messages=n - 1, setup=setup, step=costs.step_s)
 
 
 def halving_doubling(

@@ -14,6 +14,8 @@ from sim.collectives import (
     halving_doubling,
     hierarchical,
     ring,
+    ring_all_gather,
+    ring_reduce_scatter,
     tree,
     tree_depth,
 )
@@ -32,6 +34,18 @@ def test_ring_closed_form(network_model: str, n: int) -> None:
     t = timed(network_model, cluster(n), lambda net: ring(net, list(range(n)), S))
     expected = 2 * (n - 1) * (ALPHA + S / (n * B))
     assert rel(t, expected) < 1e-6
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_ring_reduce_scatter_and_all_gather_are_each_half_the_ring(
+    network_model: str, n: int
+) -> None:
+    # each (N-1)(alpha + S/(N B)): ZeRO's reduce-scatter of gradients and all-gather of
+    # parameters move what one all-reduce moves (Rajbhandari et al. 2020, section 7)
+    half = (n - 1) * (ALPHA + S / (n * B))
+    for collective in (ring_reduce_scatter, ring_all_gather):
+        t = timed(network_model, cluster(n), lambda net, c=collective: c(net, list(range(n)), S))
+        assert rel(t, half) < 1e-6
 
 
 @pytest.mark.parametrize("n", [2, 4, 8, 16, 32])
