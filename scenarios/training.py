@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from .fields import Strict, _LocatedError
+from .fields import Bytes, Strict, _LocatedError
 
 #: images in scikit-learn's bundled digits set (`training.data: digits`)
 DIGITS_SAMPLES = 1797
@@ -124,6 +124,10 @@ class TrainingSpec(Strict):
     # the samples of one epoch (the training set); digits: its 1,797 images
     dataset_samples: int | None = Field(default=None, ge=1)
     learning_rate: LearningRate = LearningRate()
+    # the optimizer's state per parameter, where it is not one slot of the parameters'
+    # size (SGD with momentum, what run-real trains with): Adam in mixed precision keeps
+    # fp32 master weights, momentum and variance, 12 B (Rajbhandari et al. 2020's K)
+    optimizer_state: Bytes | None = None
     # train until the target is met on the held-out split, or the bound
     target: Target | None = None
     # the bound: updates (warm-up steps included), or epochs of them; either replaces steps

@@ -90,8 +90,10 @@ class Simulation:
         # checkpoints and failures
         every = spec.checkpoint.every_steps
         self.checkpoint_every = every if not strategy.trains_alone else None
-        slots = 1 + 1  # parameters and one optimizer slot (momentum)
-        self.checkpoint_bytes = slots * self.compute.params.sum() * self.compute.bytes_per_param
+        params, size = self.compute.params.sum(), self.compute.bytes_per_param
+        state = spec.training.optimizer_state  # per parameter; default one slot (momentum)
+        slots = 1 + 1  # parameters and one optimizer slot
+        self.checkpoint_bytes = slots * params * size if state is None else params * (size + state)
         self.checkpoint_cost = self.checkpoint_bytes / spec.checkpoint.write_bandwidth
         self.last_checkpoint = (0, 0.0)  # (steps it holds, time it completed)
         self.checkpoint_time = 0.0

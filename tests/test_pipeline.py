@@ -189,6 +189,19 @@ def test_memory_of_a_pipeline_stage(tmp_path: Path) -> None:
             assert use.activations_known
 
 
+def test_adam_in_mixed_precision_holds_16_bytes_a_parameter(tmp_path: Path) -> None:
+    # Rajbhandari et al. 2020, section 3.1: fp16 weights and gradients (2 + 2 bytes) and
+    # K = 12 bytes of Adam's state (fp32 master weights, momentum, variance): 16 P bytes
+    path = scenario(tmp_path, "{kind: allreduce, fusion_buffer: 0 B}", dtype="float16")
+    text = path.read_text().replace("warmup_steps: 1}", "warmup_steps: 1, optimizer_state: 12 B}")
+    path.write_text(text)
+    (use,) = memory_of(load(path).points[0].spec)
+    assert (use.weights, use.gradients, use.optimizer) == (2 * 12e6, 2 * 12e6, 12 * 12e6)
+    assert use.weights + use.gradients + use.optimizer == 16 * 12e6
+    sim = Simulation(load(path).points[0].spec)
+    assert sim.checkpoint_bytes == 12e6 * (2 + 12)  # the weights and the optimizer's state
+
+
 def test_a_point_that_does_not_fit_is_marked_and_not_timed(tmp_path: Path) -> None:
     """32 GiB V100s: 4 G parameters (16 GB of weights, as much again in gradients and in
     momentum) do not fit one device; as 4 pipeline stages each device holds a quarter."""

@@ -151,8 +151,13 @@ def memory_of(spec: ScenarioSpec) -> list[MemoryUse]:
     split = strategy.tensor if pipeline else 1  # tensor parallelism: 1 / T of each layer
     # with parameter servers the optimizer's slots live on the servers, not the devices
     slots = 0 if strategy.parameter_servers else OPTIMIZER_SLOTS
+    state = spec.training.optimizer_state  # per parameter, where given
     for k, layers in enumerate(cuts):
         params = sum(table[i][1] for i in layers) * size / split
+        if state is not None:
+            optimizer = 0.0 if strategy.parameter_servers else params / size * state
+        else:
+            optimizer = slots * params
         kept = sum(outputs[i] or 0.0 for i in layers) * size / split  # per sample
         if pipeline:
             held = in_flight(strategy.schedule, len(cuts), strategy.micro_batches, k)
@@ -168,7 +173,7 @@ def memory_of(spec: ScenarioSpec) -> list[MemoryUse]:
             MemoryUse(
                 weights=params,
                 gradients=params,
-                optimizer=slots * params,
+                optimizer=optimizer,
                 activations=activations,
                 buffers=buffers,
                 activations_known=known,
