@@ -68,6 +68,8 @@ def check_supported(spec: ScenarioSpec) -> None:
         pass  # trials: single-worker processes on the slots (real/trials.py)
     elif st.pipelined:
         problems += pipeline_problems(spec)
+    elif not st.all_reduces:  # a kind with no job of its own here
+        problems.append(f"strategy.kind: {st.kind}")
     elif not st.sync:
         problems.append("strategy.sync: false (asynchronous all-reduce)")
     elif st.replication == "in_graph" and (found := in_graph_problems(spec)):
