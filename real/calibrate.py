@@ -5,20 +5,13 @@ What is measured (never the multi-worker runs a simulation will predict):
 - compute: the scenario's model and batch trained by one single-worker process (no
   strategy), with P such processes running at once for every P (workers per host) the
   scenario's points use: the step time, and what sharing the host's cores costs;
-- transfer: one tensor moved between two TensorFlow processes (a server and a client, gRPC
-  on loopback) at sizes from 1 KiB to 32 MiB, pull and push, fitted by least squares to
-  time = latency + bytes / bandwidth; and exchange: the same sizes moved both ways at once
-  (one call reads a variable of the server and writes another), fitted the same way per
-  direction, which says how much of what a process sends and receives overlaps; and
-  messages: a call that reads one small tensor, and one that reads a chain of 8, each
-  read waiting for the one before: what each further message inside one call costs;
-- coordinator (parameter-server scenarios): ClusterCoordinator's own round trips, a
-  closure dispatched and fetched and a function run on a server variable (latency only);
-- all-reduce: MultiWorkerMirroredStrategy's ring all-reduce among N processes for every N
-  > 1 the scenario's all-reduce points use, and among 2 wherever processes move tensors
-  (all-reduce on several, parameter servers: it sets what a busy core moves), fitted the
-  same way (algbw; busbw = algbw x 2(N-1)/N, nccl-tests' definitions); in graph, among
-  the N devices of one process (MirroredStrategy);
+- the probes (`real/calibrate_probes.py`): transfer, exchange and small messages between
+  two processes; ClusterCoordinator's round trips and a synchronous round's update
+  (parameter-server scenarios); all-reduce among N processes for every N > 1 the
+  scenario's all-reduce points use, and among 2 wherever processes move tensors
+  (all-reduce on several, parameter servers: it sets what a busy core moves), algbw with
+  busbw = algbw x 2(N-1)/N (nccl-tests' definitions); in graph, among the N devices of
+  one process (MirroredStrategy);
 - dispatch (in-graph points): each step's forward and backward alone of N single-worker
   processes at once, and of one process driving N devices: what the one client costs.
 
@@ -35,77 +28,44 @@ import os
 import platform
 import socket
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from scenarios.dynamics import ScheduledFailure, StragglerSpec
 from scenarios.loader import Scenario
-from scenarios.profile import (
-    CLOSURES,
-    CLOSURES_CPU,
-    CollectiveFit,
-    ComputeEntry,
-    Coordinator,
-    Fit,
-    Machine,
-    Messages,
-    Profile,
-    RestartEntry,
-    Sample,
-    UpdateEntry,
-    restart_job,
-)
+from scenarios.profile import ComputeEntry, Machine, Profile, RestartEntry, restart_job
 from scenarios.profile import server_processes as processes_serving
-from scenarios.spec import ScenarioSpec, StrategySpec
+from scenarios.spec import ScenarioSpec
 
 from .calibrate_convergence import calibrate_convergence
+from .calibrate_probes import (
+    TIMEOUT_S,
+    describe_coordinator,
+    describe_fit,
+    describe_transfer,
+    describe_update,
+    measure_allreduce,
+    measure_coordinator,
+    measure_transfer,
+    measure_update,
+    single_worker,
+)
 from .calibrate_stage import measure_stage
 from .failures import Failure, process_of
 from .job import Job
 from .launcher import InjectedFailure, Kill, Launcher
-from .pool import Measured, fit_alpha_beta
-from .runner import COLLECTIVE_TIMEOUT_S, check_supported, jobs_for, require_gpu
+from .pool import Measured
+from .runner import check_supported, jobs_for, require_gpu
 
-#: message sizes probed (bytes): 1 KiB to 32 MiB, roughly x8 apart
-SIZES = (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 21, 1 << 23, 1 << 25)
-REPEATS = 15
-#: reads chained in one call by the small-message probe (each waits for the one before)
-CHAIN = 8
-WARMUP = 2
 #: steps timed per compute measurement (after the scenario's warm-up steps)
 COMPUTE_STEPS = 100
 #: checkpoint interval (steps) of the job whose relaunch is timed; the kill strikes
 #: after the first checkpoint
 RESTART_STEPS = 3
-#: update calls timed per model and server count
-UPDATE_REPEATS = 40
 #: kills and relaunches timed per job (a job's start-up varies by seconds between launches)
 RESTART_REPEATS = 3
-#: seconds any one calibration launch may take
-TIMEOUT_S = 600.0
-
-
-def _fit(samples: dict[int, list[float]]) -> dict[str, Any]:
-    medians = sorted((b, float(np.median(t))) for b, t in samples.items())
-    alpha, beta, r2, worst = fit_alpha_beta(medians)
-    return {
-        "latency": f"{alpha} s",
-        "bandwidth": f"{beta} B/s",
-        "r2": r2,
-        "max_rel_residual": worst,
-        "points": [
-            Sample.model_validate({"bytes": f"{b} B", "time": f"{t} s"}) for b, t in medians
-        ],
-    }
-
-
-def _single_worker(spec: ScenarioSpec) -> ScenarioSpec:
-    """The point as one plain worker: no strategy, no stragglers, no failures."""
-    return spec.model_copy(
-        update={"strategy": StrategySpec(), "stragglers": StragglerSpec(), "failures": ()}
-    )
 
 
 def cores() -> int:
@@ -135,7 +95,7 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
     point: its stages side by side (`real/calibrate_stage.py`)."""
     if spec.strategy.pipelined:
         return measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, together=processes)
-    base = jobs_for(_single_worker(spec), 1)[0]
+    base = jobs_for(single_worker(spec), 1)[0]
     warmup = spec.training.warmup_steps
     # a single plain worker injects nothing: no per-step hiccups, whatever the step count
     quiet = [0.0] * (warmup + COMPUTE_STEPS)
@@ -159,7 +119,7 @@ def measure_dispatch(spec: ScenarioSpec, steps: int = COMPUTE_STEPS) -> list[Com
     devices = spec.cluster.devices_per_host
     quiet = [0.0] * (spec.training.warmup_steps + steps)
     fields = dict(steps=steps, hiccups=quiet, checkpoint_dir=None, gradients_only=True)
-    alone = jobs_for(_single_worker(spec), 1)[0].replace(standalone=True, **fields)
+    alone = jobs_for(single_worker(spec), 1)[0].replace(standalone=True, **fields)
     apart = [alone.replace(index=i) for i in range(devices)]
     (together,) = jobs_for(spec)  # one process, `devices` replicas
     entries = []
@@ -207,92 +167,6 @@ def server_processes(spec: ScenarioSpec) -> int:
     """TensorFlow processes of a point that serve while its workers compute: under
     parameter servers, the servers and the coordinator."""
     return processes_serving(spec.strategy.kind, spec.strategy.servers)
-
-
-def _probe_samples(result: Any, kinds: tuple[str, ...], worker: int = 0) -> dict[int, list[float]]:
-    samples: dict[int, list[float]] = {}
-    for r in result.of("probe"):
-        if r["kind"] in kinds and r["worker"] == worker:
-            samples.setdefault(int(r["bytes"]), []).append(float(r["time_s"]))
-    return samples
-
-
-def measure_transfer(device: str = "cpu") -> tuple[Fit, Fit, Messages]:
-    """One tensor moved between two processes one way (pull and push), the same size both
-    ways at once (exchange, per direction), and small messages inside one call."""
-    common = Job(index=0, sizes=list(SIZES), repeats=REPEATS, warmup=WARMUP, chain=CHAIN)
-    jobs = [
-        common.replace(role="chief", probe="transfer"),
-        common.replace(role="ps", serve=True),
-    ]
-    result = Launcher(jobs, TIMEOUT_S, device).run()
-    one_way = Fit.model_validate(_fit(_probe_samples(result, ("pull", "push"))))
-    exchange = Fit.model_validate(_fit(_probe_samples(result, ("exchange",))))
-    return one_way, exchange, messages_of(result.of("probe"))
-
-
-def messages_of(records: Iterable[dict[str, Any]]) -> Messages:
-    """The chain probe's medians: one read in a call, and the slope per further read."""
-    times: dict[int, list[float]] = {}
-    for r in records:
-        if r.get("kind") == "chain":
-            times.setdefault(int(r["messages"]), []).append(float(r["time_s"]))
-    if len(times) != 2:
-        raise RuntimeError(f"calibration: chain probe gave {sorted(times)} call lengths, not 2")
-    (one, first), (chain, longest) = sorted((k, float(np.median(v))) for k, v in times.items())
-    chained = max(0.0, (longest - first) / (chain - one))
-    return Messages.model_validate(
-        {
-            "first": f"{first} s",
-            "chained": f"{chained} s",
-            "chain": chain,
-            "samples": min(len(v) for v in times.values()),
-        }
-    )
-
-
-def measure_allreduce(workers: int, device: str = "cpu", in_graph: bool = False) -> CollectiveFit:
-    """The all-reduce among `workers` processes, or (`in_graph`) among as many devices of
-    one process."""
-    common = Job(
-        index=0,
-        workers=workers,
-        probe="allreduce",
-        sizes=list(SIZES),
-        repeats=REPEATS,
-        warmup=WARMUP,
-        device=device,
-        collective_timeout_s=COLLECTIVE_TIMEOUT_S,
-    )
-    if in_graph:
-        jobs = [common.replace(workers=1, local_devices=workers)]
-    else:
-        jobs = [common.replace(index=i) for i in range(workers)]
-    result = Launcher(jobs, TIMEOUT_S, device).run()
-    return CollectiveFit.model_validate(
-        {"workers": workers, **_fit(_probe_samples(result, ("allreduce",)))}
-    )
-
-
-def measure_coordinator(device: str = "cpu") -> Coordinator:
-    common = Job(index=0, repeats=30, warmup=5)
-    jobs = [
-        common.replace(role="chief", probe="coordinator"),
-        common.replace(role="worker", serve=True),
-        common.replace(role="ps", serve=True),
-    ]
-    result = Launcher(jobs, TIMEOUT_S, device).run()
-    dispatch = _probe_samples(result, ("dispatch",))[4]
-    call = _probe_samples(result, ("call",))[4]
-    queued = _probe_samples(result, ("queued",))[4]
-    return Coordinator.model_validate(
-        {
-            "dispatch": f"{float(np.median(dispatch))} s",
-            "call": f"{float(np.median(call))} s",
-            "queued": f"{float(np.median(queued))} s",
-            "samples": len(dispatch),
-        }
-    )
 
 
 def measure_restart(spec: ScenarioSpec, repeats: int = RESTART_REPEATS) -> RestartEntry:
@@ -385,42 +259,6 @@ def _stopping_failure(spec: ScenarioSpec) -> Any:
     return None
 
 
-def measure_update(spec: ScenarioSpec) -> UpdateEntry:
-    """The call that applies a synchronous round's update of the point's model on its
-    parameter servers (`probe.update`), with one worker and `strategy.servers` servers."""
-    base = jobs_for(_single_worker(spec), 1)[0]
-    servers = spec.strategy.servers
-    common = Job(index=0, repeats=UPDATE_REPEATS, warmup=WARMUP + 3)
-    jobs = [
-        common.replace(
-            role="chief", probe="update", keras=base.keras, learning_rate=base.learning_rate
-        ),
-        common.replace(role="worker", serve=True),
-    ]
-    jobs += [common.replace(role="ps", index=j, serve=True) for j in range(servers)]
-    result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
-    t = np.asarray(_probe_samples(result, ("update",))[0])
-    closures = {
-        kind: f"{float(np.mean(_probe_samples(result, (kind,))[0]))} s" for kind in CLOSURES
-    }
-    for kind in CLOSURES_CPU:  # where the machine has /proc/stat
-        if cpu := _probe_samples(result, (kind,)).get(0):
-            closures[kind] = f"{float(np.mean(cpu))} s"
-
-    return UpdateEntry.model_validate(
-        {
-            "model": spec.model.name,
-            "dtype": spec.model.dtype,
-            "servers": servers,
-            "time": f"{float(np.mean(t))} s",
-            "p10": f"{float(np.percentile(t, 10))} s",
-            "p90": f"{float(np.percentile(t, 90))} s",
-            "samples": len(t),
-            **closures,
-        }
-    )
-
-
 def _machine(device: str) -> Machine:
     version = ""
     for package in ("tensorflow", "tensorflow-cpu"):
@@ -490,50 +328,25 @@ def measure_probe(probe: Probe, spec: ScenarioSpec, into: Measured) -> str:
             into.transfer.append(transfer)
             into.exchange.append(exchange)
             into.messages.append(messages)
-            return "\n".join(
-                (
-                    _describe("transfer (one tensor between two processes)", transfer),
-                    _describe(
-                        "exchange (a tensor each way at once; bandwidth per direction)", exchange
-                    ),
-                    f"messages: a call reading one small tensor {messages.first * 1e3:.3g} ms; "
-                    f"each further read the call waits for {messages.chained * 1e3:.3g} ms "
-                    f"(chains of {messages.chain})",
-                )
-            )
+            return describe_transfer(transfer, exchange, messages)
         case ("allreduce", n, *_):
             fit = measure_allreduce(n, device)
             into.allreduce.append(fit)
-            return _describe(
+            return describe_fit(
                 f"all-reduce, {n} processes (algbw; busbw x {2 * (n - 1) / n:.2f})", fit
             )
         case ("in_graph", n, *_):
             fit = measure_allreduce(n, device, in_graph=True)
             into.in_graph.append(fit)
-            return _describe(f"all-reduce among {n} devices of one process (in graph)", fit)
+            return describe_fit(f"all-reduce among {n} devices of one process (in graph)", fit)
         case ("coordinator", *_):
             c = measure_coordinator(device)
             into.coordinator.append(c)
-            return (
-                f"coordinator (ClusterCoordinator round trips): dispatch a closure "
-                f"{c.dispatch * 1e3:.3g} ms, queued closures {(c.queued or 0) * 1e3:.3g} ms "
-                f"each, call on a server {c.call * 1e3:.3g} ms"
-            )
+            return describe_coordinator(c)
     # what is left: ("update", model, dtype, servers)
     u = measure_update(spec)
     into.updates.append(u)
-
-    def ms(name: str) -> str:
-        return f"{(getattr(u, name) or 0) * 1e3:.3g}"
-
-    cpu = ", ".join(ms(f"{kind}_cpu") for kind in CLOSURES)
-    return (
-        f"update: {u.model} on {u.servers} server(s), one coordinator call: "
-        f"{ms('time')} ms (p10 {ms('p10')}, p90 {ms('p90')}); "
-        f"closures that read the model {ms('closure_read')} ms, and push to accumulators "
-        f"{ms('closure_accumulate')} ms, or apply {ms('closure_apply')} ms, a bare closure "
-        f"{ms('closure_bare')} ms" + (f" (CPU {cpu} ms)" if u.closure_bare_cpu is not None else "")
-    )
+    return describe_update(u)
 
 
 def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> Profile:
@@ -613,11 +426,4 @@ def describe_compute(entry: ComputeEntry) -> str:
         f"process(es) at once{beside}: {entry.step_time * 1e3:.2f} ms per step "
         f"(p10 {(entry.p10 or 0) * 1e3:.2f}, p90 {(entry.p90 or 0) * 1e3:.2f}); "
         f"start-up {entry.startup or 0:.1f} s"
-    )
-
-
-def _describe(what: str, fit: Fit) -> str:
-    return (
-        f"{what}: latency {fit.latency * 1e3:.3g} ms, bandwidth {fit.bandwidth / 1e6:.4g} MB/s;"
-        f" fit r2 {fit.r2:.4f}, worst residual {fit.max_rel_residual:.0%}"
     )

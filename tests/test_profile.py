@@ -350,7 +350,7 @@ def test_without_the_chain_probe_every_message_pays_the_fit_latency(
 
 
 def test_chain_probe_medians_and_slope() -> None:
-    from real.calibrate import messages_of
+    from real.calibrate_probes import messages_of
 
     records = [{"kind": "chain", "messages": 1, "time_s": t} for t in (2e-3, 3e-3, 9e-3)]
     records += [{"kind": "chain", "messages": 8, "time_s": t} for t in (6e-3, 6.5e-3, 7e-3)]
