@@ -53,11 +53,12 @@ from .calibrate_probes import (
     single_worker,
 )
 from .calibrate_stage import measure_stage
+from .checks import check_supported, require_gpu
 from .failures import Failure, process_of
 from .job import Job
 from .launcher import InjectedFailure, Kill, Launcher
 from .pool import Measured
-from .runner import check_supported, jobs_for, require_gpu
+from .runner import jobs_for
 
 #: steps timed per compute measurement (after the scenario's warm-up steps)
 COMPUTE_STEPS = 100
