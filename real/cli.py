@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,16 +98,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(args)
 
 
-def _main(args: argparse.Namespace) -> int:
-    started = time.perf_counter()
+def _sets_of(args: argparse.Namespace) -> list[str] | None:
+    """The `--set`s, with what `--engine` and `--master` set; None (and the error said)
+    where they contradict each other."""
     sets = list(args.sets)
     if args.engine or args.master:
         sets.append(f"real.engine={args.engine or 'spark'}")
     if args.master:
         if args.engine == "local":
             print("run-real: error: --master: a Spark master, with --engine local", file=sys.stderr)
-            return 2
+            return None
         sets.append(f"real.spark.master={args.master}")
+    return sets
+
+
+def _progress(quiet: bool) -> Callable[[object], None]:
+    """What run-real says as each point is done: its workers, step time, throughput and
+    start-up (or its trials); nothing when `quiet`."""
+
+    def progress(point: object) -> None:
+        if not quiet:
+            row = point.row  # type: ignore[attr-defined]
+            extra = (
+                f", start-up {row['startup_time_s']:.1f} s"
+                if "startup_time_s" in row
+                else f", {row['trials']} trials in {row['makespan_s']:.1f} s"
+            )
+            print(
+                f"{row['point']}: {row['workers']} workers, "
+                f"step {row['step_time_mean_s'] * 1e3:.1f} ms, "
+                f"{row['throughput_samples_per_s']:,.0f} samples/s{extra}",
+                file=sys.stderr,
+            )
+
+    return progress
+
+
+def _main(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    sets = _sets_of(args)
+    if sets is None:
+        return 2
     try:
         scenario = load(args.scenario, sets, backend="real")
         for line in scenario.warnings:
@@ -127,22 +158,7 @@ def _main(args: argparse.Namespace) -> int:
             engine=engine_of(scenario),
         )
         claim_output(out_dir, written_by, args.force)
-
-        def progress(point: object) -> None:
-            if not args.quiet:
-                row = point.row  # type: ignore[attr-defined]
-                extra = (
-                    f", start-up {row['startup_time_s']:.1f} s"
-                    if "startup_time_s" in row
-                    else f", {row['trials']} trials in {row['makespan_s']:.1f} s"
-                )
-                print(
-                    f"{row['point']}: {row['workers']} workers, "
-                    f"step {row['step_time_mean_s'] * 1e3:.1f} ms, "
-                    f"{row['throughput_samples_per_s']:,.0f} samples/s{extra}",
-                    file=sys.stderr,
-                )
-
+        progress = _progress(args.quiet)
         phases = Phases() if not args.quiet and sys.stderr.isatty() else None
         try:
             points = runner.run(
