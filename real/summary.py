@@ -77,11 +77,11 @@ def progress_index(record: dict[str, Any]) -> int:
     return int(record.get("update", record["step"]))
 
 
-def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any], pd.DataFrame]:
-    warmup, steps, n = spec.training.warmup_steps, spec.training.steps, spec.workers
-    attempts = launch.of("step")
-    # a job restarted from a checkpoint redoes the steps (rounds, updates) since: what an
-    # earlier generation did from the step the next one resumed at is lost
+def kept_steps(launch: LaunchResult) -> tuple[dict[int, int], list[dict[str, Any]]]:
+    """Where each generation of the job resumed (its first step, round or update) and the
+    step records that count. A job restarted from a checkpoint redoes the steps (rounds,
+    updates) since: what an earlier generation did from the step the next one resumed at
+    is lost."""
     resumed: dict[int, int] = {}
     for r in launch.records:
         if r.get("event") in ("step", "round", "progress"):
@@ -89,12 +89,67 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
             resumed[g] = min(resumed.get(g, 1 << 62), progress_index(r))
     records = [
         r
-        for r in attempts
+        for r in launch.of("step")
         if not any(
             g > r.get("generation", 0) and first <= progress_index(r)
             for g, first in resumed.items()
         )
     ]
+    return resumed, records
+
+
+def step_ends(
+    records: list[dict[str, Any]],
+    rounds: dict[int, dict[str, Any]],
+    asynchronous: bool,
+    count: int,
+) -> np.ndarray:
+    """When each of the first `count` steps ended (host clock): an asynchronous step is one
+    update (one worker's batch), in order of completion; otherwise a step ends when its
+    last worker's update ends, or (synchronous parameter servers) at its round's update."""
+    if asynchronous:
+        return np.sort(np.array([r["end"] for r in records]))[:count]
+    ends = np.full(count, -np.inf)
+    for r in records:
+        if r["step"] < len(ends):
+            ends[r["step"]] = max(ends[r["step"]], r["end"])
+    for step, r in rounds.items():
+        if step < len(ends):
+            ends[step] = r["end"]
+    return ends
+
+
+def steps_frame(
+    attempts: list[dict[str, Any]], records: list[dict[str, Any]], warmup: int, t0: float
+) -> pd.DataFrame:
+    """steps.csv's rows (the point's column aside): every attempt at a step, times from
+    `t0`, `lost` where it is not among the `records` that count."""
+    kept = {id(r) for r in records}
+    return pd.DataFrame(
+        {
+            "worker": [r["worker"] for r in attempts],
+            "step": [r["step"] for r in attempts],
+            "warmup": [r["step"] < warmup for r in attempts],
+            "start_s": [r["start"] - t0 for r in attempts],
+            "compute_end_s": [r["compute_end"] - t0 for r in attempts],
+            "comm_end_s": [r["end"] - t0 for r in attempts],
+            "end_s": [r["end"] - t0 for r in attempts],
+            "replication": 0,
+            "generation": [r.get("generation", 0) for r in attempts],
+            "lost": [id(r) not in kept for r in attempts],
+            "trial": -1,
+            "staleness": [r.get("staleness", 0) for r in attempts],
+            "loss": [r["loss"] for r in attempts],
+        }
+    )
+
+
+def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any], pd.DataFrame]:
+    """A launch's results row (with `curve`, `target_reason` and `busy` for the caller
+    to take out) and its steps."""
+    warmup, steps, n = spec.training.warmup_steps, spec.training.steps, spec.workers
+    attempts = launch.of("step")
+    resumed, records = kept_steps(launch)
     ready = launch.of("ready")
     t0 = min(r["start"] for r in records)
     asynchronous = spec.strategy.counts_updates
@@ -103,16 +158,7 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
     ran = len(records) if asynchronous else 1 + max([r["step"] for r in records] + list(rounds))
     warmup = min(warmup, ran - 1)  # (a target met within the warm-up: measure what ran)
     steps = min(steps, ran - warmup)
-    if asynchronous:  # a step is one update (one worker's batch), in order of completion
-        ends = np.sort(np.array([r["end"] for r in records]))[: warmup + steps]
-    else:  # a step ends when its last worker's update ends
-        ends = np.full(warmup + steps, -np.inf)
-        for r in records:
-            if r["step"] < len(ends):
-                ends[r["step"]] = max(ends[r["step"]], r["end"])
-        for step, r in rounds.items():
-            if step < len(ends):
-                ends[step] = r["end"]
+    ends = step_ends(records, rounds, asynchronous, warmup + steps)
     # what reached the model: one worker's batch an asynchronous update; each round
     # applies workers - backup_workers gradients; a pipeline step, a batch per copy
     samples = spec.samples_per_step * steps
@@ -171,25 +217,7 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
         for r in launch.of("busy")
         for t, cpu in r["samples"]
     ]
-    kept = {id(r) for r in records}
-    frame = pd.DataFrame(
-        {
-            "worker": [r["worker"] for r in attempts],
-            "step": [r["step"] for r in attempts],
-            "warmup": [r["step"] < warmup for r in attempts],
-            "start_s": [r["start"] - t0 for r in attempts],
-            "compute_end_s": [r["compute_end"] - t0 for r in attempts],
-            "comm_end_s": [r["end"] - t0 for r in attempts],
-            "end_s": [r["end"] - t0 for r in attempts],
-            "replication": 0,
-            "generation": [r.get("generation", 0) for r in attempts],
-            "lost": [id(r) not in kept for r in attempts],
-            "trial": -1,
-            "staleness": [r.get("staleness", 0) for r in attempts],
-            "loss": [r["loss"] for r in attempts],
-        }
-    )
-    return row, frame
+    return row, steps_frame(attempts, records, warmup, t0)
 
 
 def curve_of(
