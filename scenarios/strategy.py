@@ -17,8 +17,9 @@ from .fields import Bytes, Strict
 #: fields that belong to some strategy kinds only
 _KINDS_OF_FIELD = {
     "algorithm": ("allreduce", "pipeline"),
-    "fusion_buffer": ("allreduce", "parameter_server"),
-    "overlap": ("allreduce", "parameter_server"),
+    "fusion_buffer": ("allreduce", "parameter_server", "sharded"),
+    "overlap": ("allreduce", "parameter_server", "sharded"),
+    "stage": ("sharded",),
     "servers": ("parameter_server", "pipeline"),
     "placement": ("parameter_server",),
     "partition": ("parameter_server", "pipeline"),
@@ -69,7 +70,9 @@ def algorithm_column(strategy: StrategySpec) -> str:
 
 
 class StrategySpec(Strict):
-    kind: Literal["allreduce", "parameter_server", "independent", "pipeline"] = "allreduce"
+    kind: Literal["allreduce", "parameter_server", "independent", "pipeline", "sharded"] = (
+        "allreduce"
+    )
     sync: bool = True
     # allreduce; pipeline: how the replicas of a stage all-reduce its gradients
     algorithm: Literal["ring", "hierarchical", "tree", "halving_doubling"] = "ring"
@@ -109,6 +112,9 @@ class StrategySpec(Strict):
     micro_batches: int = Field(default=1, ge=1)
     schedule: Literal["gpipe", "1f1b"] = "gpipe"
     split: Literal["balanced"] | tuple[Annotated[int, Field(ge=1)], ...] = "balanced"
+    # sharded (ZeRO, Rajbhandari et al. 2020; FSDP): what the workers divide among them
+    # beyond the optimizer's state (stage 1): the gradients too (2), and the parameters (3)
+    stage: Literal[1, 2, 3] = 1
     # allreduce: one process (client) per device (between_graph), or one per host driving
     # every device of it (in_graph: TensorFlow's MirroredStrategy)
     replication: Literal["between_graph", "in_graph"] = "between_graph"
@@ -145,6 +151,20 @@ class StrategySpec(Strict):
     def trains_alone(self) -> bool:
         """Independent trials: every worker slot trains a model of its own."""
         return trains_alone(self.kind)
+
+    @property
+    def shards_state(self) -> bool:
+        """Sharded data parallelism: the workers divide the model's state among them and
+        reduce-scatter gradients and all-gather parameters instead of all-reducing."""
+        return self.kind == "sharded"
+
+    def state_shares(self, workers: int) -> tuple[float, float, float]:
+        """The share of the parameters, the gradients and the optimizer's state that one
+        of `workers` devices holds: all of each, but for the ZeRO stage's 1/N."""
+        if not self.shards_state:
+            return 1.0, 1.0, 1.0
+        part = 1.0 / workers
+        return (part if self.stage >= 3 else 1.0), (part if self.stage >= 2 else 1.0), part
 
     @property
     def averages_gradients(self) -> bool:
@@ -215,6 +235,10 @@ class StrategySpec(Strict):
                 raise ValueError(
                     f"split gives {len(self.split)} stage(s) but stages is {self.stages}"
                 )
+        if self.kind == "sharded" and not self.sync:
+            raise ValueError(
+                "kind sharded is synchronous (an update needs every shard): sync: true"
+            )
         if self.kind == "independent" and not self.trials:
             raise ValueError("kind independent needs 'trials' (a mapping of lists)")
         for bound in ("staleness", "max_iterations_ahead"):

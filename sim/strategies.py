@@ -18,6 +18,7 @@ from .allreduce import AllreduceTraining
 from .independent import IndependentTrials
 from .pipeline import PipelineTraining
 from .ps import ParameterServerTraining
+from .sharded import sharded_training
 
 if TYPE_CHECKING:
     from .simulation import Simulation
@@ -115,12 +116,30 @@ class Independent:
         return False
 
 
+class Sharded:
+    """The model's state divided among the workers (sim/sharded.py, ZeRO's stages); like
+    all-reduce, any failure stops the job."""
+
+    def training(self, sim: Simulation, start_step: int) -> Training:
+        return sharded_training(sim, start_step)
+
+    def baseline(self, strategy: StrategySpec) -> StrategySpec:
+        return strategy
+
+    def lockstep(self, strategy: StrategySpec) -> bool:
+        return False
+
+    def survives(self, role: str, index: int) -> bool:
+        return False
+
+
 #: the strategies by `strategy.kind`
 STRATEGIES: dict[str, Strategy] = {
     "allreduce": AllReduce(),
     "parameter_server": ParameterServers(),
     "independent": Independent(),
     "pipeline": Pipeline(),
+    "sharded": Sharded(),
 }
 
 

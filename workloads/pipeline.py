@@ -152,12 +152,19 @@ def memory_of(spec: ScenarioSpec) -> list[MemoryUse]:
     # with parameter servers the optimizer's slots live on the servers, not the devices
     slots = 0 if strategy.parameter_servers else OPTIMIZER_SLOTS
     state = spec.training.optimizer_state  # per parameter, where given
+    # sharded data parallelism: each device holds its share of the state (ZeRO's stages)
+    shares = strategy.state_shares(spec.workers)
     for k, layers in enumerate(cuts):
         params = sum(table[i][1] for i in layers) * size / split
         if state is not None:
             optimizer = 0.0 if strategy.parameter_servers else params / size * state
         else:
             optimizer = slots * params
+        if strategy.shards_state:
+            weights, gradients = params * shares[0], params * shares[1]
+            optimizer *= shares[2]
+        else:
+            weights = gradients = params
         kept = sum(outputs[i] or 0.0 for i in layers) * size / split  # per sample
         if pipeline:
             held = in_flight(strategy.schedule, len(cuts), strategy.micro_batches, k)
@@ -166,13 +173,21 @@ def memory_of(spec: ScenarioSpec) -> list[MemoryUse]:
             boundary = [outputs[i] or 0.0 for i in cut_in + cut_out]
             buffers = sum(boundary) * size * micro  # one micro-batch in, its gradient out
             activations = kept * micro * held
+        elif strategy.shards_state and strategy.stage >= 3:
+            # the gathered parameters of the layer computing and of the one prefetched,
+            # and the whole gradient of a layer before its reduce-scatter
+            largest = max(table[i][1] for i in layers) * size
+            buffers = 3 * largest
+            activations = kept * batch
         else:
-            buffers = strategy.fusion_buffer if strategy.all_reduces else 0.0
+            buffers = (
+                strategy.fusion_buffer if strategy.all_reduces or strategy.shards_state else 0.0
+            )
             activations = kept * batch
         out.append(
             MemoryUse(
-                weights=params,
-                gradients=params,
+                weights=weights,
+                gradients=gradients,
                 optimizer=optimizer,
                 activations=activations,
                 buffers=buffers,
