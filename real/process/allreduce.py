@@ -37,36 +37,7 @@ def run(job: Job) -> None:
     # seed generator of its own, which tf.random.set_seed alone leaves unseeded)
     tf.keras.utils.set_random_seed(job.seed * 1000 + index)
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
-    if replicas > 1:
-        # each replica its own batch, as a worker of its own would have it (its shard of
-        # the digits, its seed); synthetic batches are placed on the devices once
-        own = [
-            batch_stream(
-                tf,
-                job.replace(index=index * replicas + r, workers=workers * replicas),
-                batch,
-                shape,
-                classes,
-            )
-            for r in range(replicas)
-        ]
-
-        def place() -> tuple[Any, Any]:
-            made = [next(b) for b in own]
-            return tuple(  # type: ignore[return-value]
-                strategy.experimental_distribute_values_from_function(
-                    lambda ctx, part=part: made[ctx.replica_id_in_sync_group][part]
-                )
-                for part in (0, 1)
-            )
-
-        if job.data == "digits":
-            batches: Any = iter(place, None)
-        else:
-            placed = place()
-            batches = iter(lambda: placed, None)
-    else:
-        batches = batch_stream(tf, job, batch, shape, classes)
+    batches = batches_of(tf, job, strategy, shape, classes)
     evaluator = Evaluator.of(tf, job, model, shape)
 
     def replica_step(x: Any, y: Any) -> Any:
@@ -98,13 +69,7 @@ def run(job: Job) -> None:
     first, save = checkpointing(tf, job, strategy, model, optimizer)
     for step in range(first, total):
         start = time.time()
-        if slowdown[step] > 0 and compute_s > 0:
-            # a straggler: stretch this step's compute by sleeping (factor - 1) x the
-            # compute time measured in the step before, plus any transient hiccup
-            time.sleep(slowdown[step] * compute_s)
-        hiccup = job.hiccups[step] if step < len(job.hiccups) else 0.0
-        if hiccup > 0:
-            time.sleep(hiccup)
+        straggle(job, step, slowdown[step], compute_s)
         began = time.time()
         x, y = next(batches)
         loss, computed = train_step(x, y)
@@ -129,3 +94,48 @@ def run(job: Job) -> None:
         if evaluator is not None and evaluator.due(step + 1, total) and evaluator(step + 1, index):
             break  # the target is met (every replica decides alike: same weights)
     protocol.emit({"event": "done", "worker": index, "time": time.time()})
+
+
+def batches_of(tf: Any, job: Job, strategy: Any, shape: Any, classes: int) -> Any:
+    """An endless iterator of (x, y) for `train_step`: this worker's batches, or in graph
+    one batch a replica, each as a worker of its own would have it (its shard of the
+    digits, its seed), distributed over the devices; synthetic batches are placed on the
+    devices once."""
+    index, workers, replicas = job.index, job.workers, job.local_devices
+    batch = job.batch_per_worker
+    if replicas <= 1:
+        return batch_stream(tf, job, batch, shape, classes)
+    own = [
+        batch_stream(
+            tf,
+            job.replace(index=index * replicas + r, workers=workers * replicas),
+            batch,
+            shape,
+            classes,
+        )
+        for r in range(replicas)
+    ]
+
+    def place() -> tuple[Any, Any]:
+        made = [next(b) for b in own]
+        return tuple(  # type: ignore[return-value]
+            strategy.experimental_distribute_values_from_function(
+                lambda ctx, part=part: made[ctx.replica_id_in_sync_group][part]
+            )
+            for part in (0, 1)
+        )
+
+    if job.data == "digits":
+        return iter(place, None)
+    placed = place()
+    return iter(lambda: placed, None)
+
+
+def straggle(job: Job, step: int, slowdown: float, compute_s: float) -> None:
+    """A straggler's sleep before step `step`: its compute stretched by `slowdown` x the
+    compute time measured in the step before (the factor - 1), plus any transient hiccup."""
+    if slowdown > 0 and compute_s > 0:
+        time.sleep(slowdown * compute_s)
+    hiccup = job.hiccups[step] if step < len(job.hiccups) else 0.0
+    if hiccup > 0:
+        time.sleep(hiccup)
