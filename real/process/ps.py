@@ -35,23 +35,65 @@ def coordinate(job: Job) -> None:
     launched = time.time()
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(2)
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    partitioner = None
-    if job.partition == "sliced" and job.servers > 1:
-        partitioner = tf.distribute.experimental.partitioners.FixedShardsPartitioner(
-            num_shards=job.servers
-        )
-    strategy = tf.distribute.experimental.ParameterServerStrategy(
-        resolver, variable_partitioner=partitioner
-    )
-    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    strategy, coordinator = _connect(tf, job.servers if job.partition == "sliced" else 0)
     batch = job.batch_per_worker
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
     dataset_fn = _synthetic(tf, job, batch, shape, classes, job.seed)
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
-    delay = _straggler_delay(tf, job)
+    replica_step = _async_step(tf, model, optimizer, loss_fn, _straggler_delay(tf, job))
+
+    @tf.function
+    def update(iterator: Any) -> Any:
+        x, y = next(iterator)
+        return strategy.run(replica_step, args=(x, y))
+
+    protocol.ready(-1, launched, int(model.count_params()))
+    total = job.warmup_steps + job.steps
+    done, save = checkpointing(tf, job, None, model, optimizer)
+    every = job.checkpoint_every or total
+    evaluator = Evaluator.of(tf, job, model, shape)
+    evaluate = evaluator.job.eval_every if evaluator is not None else total
+    iterations: dict[int, int] = {}  # per worker: its closures so far
+    chunks = 0
+    while done < total:  # a checkpoint (or an evaluation) is a barrier: in-flight updates end
+        ahead = min(every - done % every, total - done, evaluate - done % evaluate)
+        chunk = [coordinator.schedule(update, args=(iterator,)) for _ in range(ahead)]
+        fetched = []
+        for value in chunk:  # progress as updates complete (failures are injected on it)
+            fetched.append(_fetch(tf, value))
+            protocol.emit({"event": "progress", "worker": -1, "step": done, "time": time.time()})
+            done += 1
+        coordinator.join()
+        _report_updates(fetched, chunks, iterations)
+        chunks += 1
+        save(done)
+        if evaluator is not None and evaluator.due(done, total) and evaluator(done, -1):
+            break
+    protocol.emit({"event": "done", "worker": -1, "time": time.time()})
+
+
+def _connect(tf: Any, shards: int = 0) -> tuple[Any, Any]:
+    """The coordinator's threads, its ParameterServerStrategy (every variable sliced over
+    `shards` servers where `shards` > 1, else placed round-robin) and its
+    ClusterCoordinator."""
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    partitioner = None
+    if shards > 1:
+        partitioner = tf.distribute.experimental.partitioners.FixedShardsPartitioner(
+            num_shards=shards
+        )
+    strategy = tf.distribute.experimental.ParameterServerStrategy(
+        resolver, variable_partitioner=partitioner
+    )
+    return strategy, tf.distribute.coordinator.ClusterCoordinator(strategy)
+
+
+def _async_step(tf: Any, model: Any, optimizer: Any, loss_fn: Any, delay: Any) -> Any:
+    """An asynchronous closure's replica function `(x, y) -> record`: read the clock and
+    the update counter, compute the gradients, wait any straggler delay, apply them at
+    once, read the counter and the clock again."""
 
     def replica_step(x: Any, y: Any) -> Any:
         started = tf.timestamp()
@@ -72,57 +114,31 @@ def coordinate(job: Job) -> None:
             ended = tf.timestamp()
         return _record(tf, loss, started, computed, ended, before, after, worker)
 
-    @tf.function
-    def update(iterator: Any) -> Any:
-        x, y = next(iterator)
-        return strategy.run(replica_step, args=(x, y))
+    return replica_step
 
-    protocol.ready(-1, launched, int(model.count_params()))
-    total = job.warmup_steps + job.steps
-    done, save = checkpointing(tf, job, None, model, optimizer)
-    every = job.checkpoint_every or total
-    evaluator = Evaluator.of(tf, job, model, shape)
-    evaluate = evaluator.job.eval_every if evaluator is not None else total
-    iterations: dict[int, int] = {}  # per worker: its closures so far
-    chunks = 0
 
-    def report(fetched: list[Any], chunk: int) -> None:
-        """One record per update, in order of start; the step is the worker's iteration;
-        `chunk`: the updates between two checkpoints (a barrier: in-flight updates end)."""
-        for values in sorted((v for v in fetched if v is not None), key=lambda v: float(v[1])):
-            loss, started, computed, ended, before, after, worker = values
-            step = iterations.get(int(worker), 0)
-            iterations[int(worker)] = step + 1
-            protocol.emit(
-                {
-                    "event": "step",
-                    "worker": int(worker),
-                    "step": step,
-                    "update": int(after) - 1,  # the global update it was (the counter)
-                    "start": float(started),
-                    "compute_end": float(computed),
-                    "end": float(ended),
-                    "loss": float(loss),
-                    "staleness": max(int(after) - int(before) - 1, 0),
-                    "chunk": chunk,
-                }
-            )
-
-    while done < total:  # a checkpoint (or an evaluation) is a barrier: in-flight updates end
-        ahead = min(every - done % every, total - done, evaluate - done % evaluate)
-        chunk = [coordinator.schedule(update, args=(iterator,)) for _ in range(ahead)]
-        fetched = []
-        for value in chunk:  # progress as updates complete (failures are injected on it)
-            fetched.append(_fetch(tf, value))
-            protocol.emit({"event": "progress", "worker": -1, "step": done, "time": time.time()})
-            done += 1
-        coordinator.join()
-        report(fetched, chunks)
-        chunks += 1
-        save(done)
-        if evaluator is not None and evaluator.due(done, total) and evaluator(done, -1):
-            break
-    protocol.emit({"event": "done", "worker": -1, "time": time.time()})
+def _report_updates(fetched: list[Any], chunk: int, iterations: dict[int, int]) -> None:
+    """One record per asynchronous update, in order of start; the step is the worker's
+    iteration (`iterations`: per worker, its closures so far, advanced here); `chunk`: the
+    updates between two checkpoints (a barrier: in-flight updates end)."""
+    for values in sorted((v for v in fetched if v is not None), key=lambda v: float(v[1])):
+        loss, started, computed, ended, before, after, worker = values
+        step = iterations.get(int(worker), 0)
+        iterations[int(worker)] = step + 1
+        protocol.emit(
+            {
+                "event": "step",
+                "worker": int(worker),
+                "step": step,
+                "update": int(after) - 1,  # the global update it was (the counter)
+                "start": float(started),
+                "compute_end": float(computed),
+                "end": float(ended),
+                "loss": float(loss),
+                "staleness": max(int(after) - int(before) - 1, 0),
+                "chunk": chunk,
+            }
+        )
 
 
 def _record(tf: Any, *values: Any) -> Any:
@@ -265,21 +281,78 @@ def coordinate_sync(job: Job) -> None:
     launched = time.time()
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(2)
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
-    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    strategy, coordinator = _connect(tf)
     batch = job.batch_per_worker
     workers = job.workers
     needed = workers - job.backup_workers
     model, optimizer, loss_fn, shape, classes = build_for_training(tf, job, strategy)
-    weights = model.trainable_variables
     accumulators, ticket, gathered, apply = sync_update(tf, strategy, model, optimizer)
-    seed = job.seed
-    dataset_fn = _synthetic(tf, job, batch, shape, classes, seed)
+    dataset_fn = _synthetic(tf, job, batch, shape, classes, job.seed)
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
     delay = _straggler_delay(tf, job)
+    state = (accumulators, ticket, gathered)
+    replica_step = _sync_step(tf, model, loss_fn, state, delay, (needed, workers))
+
+    @tf.function
+    def step(iterator: Any, round_: Any) -> Any:
+        x, y = next(iterator)
+        return strategy.run(replica_step, args=(x, y, round_))
+
+    @tf.function
+    def reopen(first: Any) -> Any:
+        return ticket.assign(first)
+
+    protocol.ready(-1, launched, int(model.count_params()))
+    total = job.warmup_steps + job.steps
+    closures: list[tuple[int, Any]] = []
+
+    first, save = checkpointing(tf, job, None, model, optimizer)
+
+    def schedule(round_: int, count: int) -> None:
+        r = tf.constant(round_, tf.int64)
+        closures.extend(
+            (round_, coordinator.schedule(step, args=(iterator, r))) for _ in range(count)
+        )
+
+    reopen(tf.constant(first * ROUND, tf.int64))  # a restored job resumes at round `first`
+    evaluator = Evaluator.of(tf, job, model, shape)
+    for round_ in range(first, total):
+        opened = time.time()
+        schedule(round_, workers)
+        if needed == workers:  # every closure of the round contributes
+            for _, value in closures[-workers:]:
+                _fetch(tf, value)
+        else:
+            while (have := int(gathered.read_value())) < needed:
+                if coordinator.done():  # all ran, too few accepted (a ticket race): more
+                    reopen(tf.constant(round_ * ROUND + have, tf.int64))
+                    schedule(round_, needed - have)
+                time.sleep(0.0005)
+        _emit_round(round_, opened, int(apply(tf.constant(needed, tf.int64))))
+        save(round_ + 1)
+        if evaluator is not None and evaluator.due(round_ + 1, total) and evaluator(round_ + 1, -1):
+            break
+    coordinator.join()
+    _report_closures(tf, closures)
+    protocol.emit({"event": "done", "worker": -1, "time": time.time()})
+
+
+def _sync_step(
+    tf: Any,
+    model: Any,
+    loss_fn: Any,
+    state: tuple[Any, Any, Any],
+    delay: Any,
+    counts: tuple[int, int],
+) -> Any:
+    """A synchronous closure's replica function `(x, y, round_) -> record`: compute the
+    gradients, wait any straggler delay, and add them to the accumulators. `state`: the
+    accumulators, the ticket and the count gathered (`sync_update`); `counts`: the
+    gradients a round needs and the workers. With backup workers (fewer needed than
+    workers) a closure adds only among the round's first tickets."""
+    accumulators, ticket, gathered = state
+    needed, workers = counts
+    weights = model.trainable_variables
 
     def replica_step(x: Any, y: Any, round_: Any) -> Any:
         started = tf.timestamp()
@@ -320,63 +393,35 @@ def coordinate_sync(job: Job) -> None:
             ended = tf.timestamp()
         return _record(tf, loss, started, computed, ended, accepted, worker)
 
-    @tf.function
-    def step(iterator: Any, round_: Any) -> Any:
-        x, y = next(iterator)
-        return strategy.run(replica_step, args=(x, y, round_))
+    return replica_step
 
-    @tf.function
-    def reopen(first: Any) -> Any:
-        return ticket.assign(first)
 
-    protocol.ready(-1, launched, int(model.count_params()))
-    total = job.warmup_steps + job.steps
-    closures: list[tuple[int, Any]] = []
+def _emit_round(round_: int, opened: float, applied: int) -> None:
+    """The coordinator's record of a synchronous round: from when its closures were
+    scheduled to now, its update applied (`applied`: the optimizer's counter after it)."""
+    protocol.emit(
+        {
+            "event": "round",
+            "worker": -1,
+            "step": round_,
+            "start": opened,
+            "end": time.time(),
+            "applied": applied,
+        }
+    )
 
-    first, save = checkpointing(tf, job, None, model, optimizer)
 
-    def schedule(round_: int, count: int) -> None:
-        r = tf.constant(round_, tf.int64)
-        closures.extend(
-            (round_, coordinator.schedule(step, args=(iterator, r))) for _ in range(count)
-        )
-
-    reopen(tf.constant(first * ROUND, tf.int64))  # a restored job resumes at round `first`
-    evaluator = Evaluator.of(tf, job, model, shape)
-    for round_ in range(first, total):
-        opened = time.time()
-        schedule(round_, workers)
-        if needed == workers:  # every closure of the round contributes
-            for _, value in closures[-workers:]:
-                _fetch(tf, value)
-        else:
-            while (have := int(gathered.read_value())) < needed:
-                if coordinator.done():  # all ran, too few accepted (a ticket race): more
-                    reopen(tf.constant(round_ * ROUND + have, tf.int64))
-                    schedule(round_, needed - have)
-                time.sleep(0.0005)
-        applied = int(apply(tf.constant(needed, tf.int64)))
-        protocol.emit(
-            {
-                "event": "round",
-                "worker": -1,
-                "step": round_,
-                "start": opened,
-                "end": time.time(),
-                "applied": applied,
-            }
-        )
-        save(round_ + 1)
-        if evaluator is not None and evaluator.due(round_ + 1, total) and evaluator(round_ + 1, -1):
-            break
-    coordinator.join()
+def _report_closures(tf: Any, closures: list[tuple[int, Any]]) -> None:
+    """One record per synchronous closure that came back, in order of scheduling: its
+    round as the step, which of the worker's closures in that round it was (with backup
+    workers a worker may run two in a round), and whether its gradients were dropped."""
     seen: dict[tuple[int, int], int] = {}
     for round_, value in closures:
         values = _fetch(tf, value)
         if values is None:
             continue
         loss, started, computed, ended, accepted, worker = values
-        key = (int(worker), round_)  # with backup workers a worker may run two in a round
+        key = (int(worker), round_)
         seen[key] = seen.get(key, -1) + 1
         protocol.emit(
             {
@@ -391,4 +436,3 @@ def coordinate_sync(job: Job) -> None:
                 "dropped": not bool(accepted),
             }
         )
-    protocol.emit({"event": "done", "worker": -1, "time": time.time()})
