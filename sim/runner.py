@@ -14,11 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from results.stats import combine
-from results.steps import summary as step_summary
 from scenarios import vocab
 from scenarios.dynamics import RandomFailure
 from scenarios.loader import Point, Scenario
@@ -33,6 +31,7 @@ from .convergence import eval_time, run_columns, target_columns, target_curve, t
 from .failures import daly_interval, young_interval
 from .metrics import summarize
 from .simulation import Simulation
+from .steps import steps_frame, steps_summary
 from .strategies import strategy_of
 
 
@@ -210,85 +209,168 @@ def simulate_point(
     spec = point.spec
     memory = memory_summary(spec)
     if memory["fits"] is False:
-        untimed = {
-            "point": point.id,
-            "backend": "sim",
-            **_identity(spec),
-            "steps": spec.training.steps,
-            "peak_memory_bytes": memory["peak_memory_bytes"],
-            "fits": False,
-            "wall_time_s": time.perf_counter() - started,
-        }
-        header = vocab.STEP_COLUMNS if steps == vocab.STEPS_ALL else vocab.STEP_SUMMARY_COLUMNS
-        return PointResult(point.id, untimed, pd.DataFrame(columns=list(header)), memory=memory)
-    rows = []
-    frames = []
-    trace_text = None
-    advice: dict[str, Any] = {}
-    calibration = None
-    curves = []
-    why = None
+        return _unfit_result(point, memory, steps, started)
     timed = timed_spec(spec)
-    cut, cut_why = timed_steps(spec)
-    timed_note = {
-        "timed": "all" if cut is None else cut,
-        "measured": spec.training.steps,
-        "why": cut_why,
-    }
     per_replication = timed.training.warmup_steps + timed.training.steps
     profile = point.profile
     if profile is None and spec.cluster.profile is not None:
         profile = load_profile(spec.cluster.profile)
-    for replication in range(spec.sim.replications):
-        told = None
-        if progress is not None:
-            offset = replication * per_replication
-
-            def told(done: int, now: float, offset: int = offset) -> None:
-                progress(point.id, offset + done, now)
-
-        sim = Simulation(
+    runs = [
+        _replicate(
+            point,
             timed,
-            trace=trace and replication == 0,
-            replication=replication,
-            profile=point.profile,
-            progress=told,
+            replication,
+            trace,
+            steps,
+            profile,
+            _within(progress, point.id, replication * per_replication),
         )
-        calibration = sim.costs.summary(timed)
-        outcome = sim.run()
-        rows.append(summarize(timed, outcome))
-        forward_s = float(sim.costs.compute.forward_s.sum())
-        curve = target_curve(spec, outcome, forward_s, profile)
-        columns, reason = target_columns(spec, curve)
-        rows[-1].update(columns)
-        evaluation_s = eval_time(spec, forward_s, profile)
-        rows[-1].update(run_columns(spec, timed.training.steps, rows[-1], curve, evaluation_s))
-        why = why or reason
-        if curve is not None:
-            metric = spec.training.target.metric if spec.training.target else ""
-            curves.append(curve_frame(point.id, replication, metric, curve))
-        if steps == vocab.STEPS_ALL:
-            frames.append(_steps_frame(point.id, replication, timed, outcome))
-        else:
-            frames.append(_steps_summary(point.id, replication, timed, outcome))
-        if replication == 0:
-            first = rows[0]
-            # failure-free step time, by the accounting identity of training time
-            free = (
-                first["training_time_s"]
-                - first["lost_work_time_s"]
-                - first["recovery_time_s"]
-                - first["checkpoint_time_s"]
-            ) / spec.training.steps
-            advice = checkpoint_advice(spec, sim, free)
-            if trace:
-                trace_text = outcome.tracer.dumps(
-                    {"scenario": spec.name, "point": point.id, "backend": "sim", "seed": spec.seed}
-                )
+        for replication in range(spec.sim.replications)
+    ]
+    rows = [run.row for run in runs]
     stats = combine(rows) if len(rows) > 1 else {**rows[0], "replications": 1}
     base = baseline_throughput(timed, point.profile)
+    row = _point_row(point, stats, base)
+    row["peak_memory_bytes"] = memory["peak_memory_bytes"]
+    row["fits"] = True
+    row["wall_time_s"] = time.perf_counter() - started
+    why = None
+    for run in runs:  # the first replication's reason that says something
+        why = why or run.why
+    curves = [run.curve for run in runs if run.curve is not None]
+    return PointResult(
+        point.id,
+        row,
+        pd.concat([run.steps for run in runs], ignore_index=True),
+        runs[0].trace,
+        runs[0].advice,
+        runs[-1].calibration,
+        pd.concat(curves, ignore_index=True) if curves else None,
+        why if spec.training.target is not None else None,
+        memory,
+        timed_note(spec),
+    )
+
+
+def _unfit_result(point: Point, memory: dict[str, Any], steps: str, started: float) -> PointResult:
+    """A point whose devices cannot hold it: its identity and memory, `fits` false, no
+    timings, and steps.csv's header in the form asked for."""
+    spec = point.spec
+    untimed = {
+        "point": point.id,
+        "backend": "sim",
+        **_identity(spec),
+        "steps": spec.training.steps,
+        "peak_memory_bytes": memory["peak_memory_bytes"],
+        "fits": False,
+        "wall_time_s": time.perf_counter() - started,
+    }
+    header = vocab.STEP_COLUMNS if steps == vocab.STEPS_ALL else vocab.STEP_SUMMARY_COLUMNS
+    return PointResult(point.id, untimed, pd.DataFrame(columns=list(header)), memory=memory)
+
+
+def timed_note(spec: ScenarioSpec) -> dict[str, Any]:
+    """meta.json's `timed_steps` for a point: the measured steps timed (`all`, or a
+    number), of how many, and why (convergence.timed_steps)."""
+    cut, cut_why = timed_steps(spec)
+    return {
+        "timed": "all" if cut is None else cut,
+        "measured": spec.training.steps,
+        "why": cut_why,
+    }
+
+
+def _within(
+    progress: StepProgress | None, point_id: str, offset: int
+) -> Callable[[int, float], None] | None:
+    """What a replication's Simulation tells of its steps, passed on as the point's:
+    `offset` is the steps of the replications before it."""
+    if progress is None:
+        return None
+
+    def told(done: int, now: float) -> None:
+        progress(point_id, offset + done, now)
+
+    return told
+
+
+@dataclass
+class _Replication:
+    """One replication of a point, simulated: what the point's results gather of it."""
+
+    row: dict[str, Any]  # summarize's, with the time-to-target and run columns
+    steps: pd.DataFrame  # steps.csv's rows, in the form asked for
+    curve: pd.DataFrame | None  # curves.csv's rows, where the point has a target curve
+    why: str | None  # why its time-to-target columns are empty (target_columns)
+    calibration: dict[str, Any] | None  # the cost model's summary (sim/costs)
+    advice: dict[str, Any]  # the checkpoint advice; the first replication only
+    trace: str | None  # the Chrome trace; the first replication only, when asked
+
+
+def _replicate(
+    point: Point,
+    timed: ScenarioSpec,
+    replication: int,
+    trace: bool,
+    steps: str,
+    profile: Profile | None,
+    progress: Callable[[int, float], None] | None,
+) -> _Replication:
+    """Simulate one replication of `point` (`timed`: the point as the engine times it,
+    `profile`: the calibration its target curve and evaluations read)."""
+    spec = point.spec
+    sim = Simulation(
+        timed,
+        trace=trace and replication == 0,
+        replication=replication,
+        profile=point.profile,
+        progress=progress,
+    )
+    calibration = sim.costs.summary(timed)
+    outcome = sim.run()
+    row = summarize(timed, outcome)
+    forward_s = float(sim.costs.compute.forward_s.sum())
+    curve = target_curve(spec, outcome, forward_s, profile)
+    columns, why = target_columns(spec, curve)
+    row.update(columns)
+    evaluation_s = eval_time(spec, forward_s, profile)
+    row.update(run_columns(spec, timed.training.steps, row, curve, evaluation_s))
+    curve_rows = None
+    if curve is not None:
+        metric = spec.training.target.metric if spec.training.target else ""
+        curve_rows = curve_frame(point.id, replication, metric, curve)
+    if steps == vocab.STEPS_ALL:
+        frame = steps_frame(point.id, replication, timed, outcome)
+    else:
+        frame = steps_summary(point.id, replication, timed, outcome)
+    advice: dict[str, Any] = {}
+    trace_text = None
+    if replication == 0:
+        advice = checkpoint_advice(spec, sim, failure_free_step_time(row, spec.training.steps))
+        if trace:
+            trace_text = outcome.tracer.dumps(
+                {"scenario": spec.name, "point": point.id, "backend": "sim", "seed": spec.seed}
+            )
+    return _Replication(row, frame, curve_rows, why, calibration, advice, trace_text)
+
+
+def failure_free_step_time(row: dict[str, Any], steps: int) -> float:
+    """Seconds a measured step takes without failures, by the accounting identity of
+    training time: training time less lost work, recovery and checkpoints, over `steps`."""
+    return (
+        row["training_time_s"]
+        - row["lost_work_time_s"]
+        - row["recovery_time_s"]
+        - row["checkpoint_time_s"]
+    ) / steps
+
+
+def _point_row(point: Point, stats: dict[str, Any], base: float) -> dict[str, Any]:
+    """results.csv's row of a point from its replications' statistics (`stats`) and its
+    1-worker throughput (`base`), before its memory and wall time."""
+    spec = point.spec
     strategy = spec.strategy
-    row: dict[str, Any] = {
+    return {
         "point": point.id,
         "backend": "sim",
         **_identity(spec),
@@ -301,21 +383,6 @@ def simulate_point(
         "placement": strategy.placement if strategy.parameter_servers else "",
         "partition": strategy.partition if strategy.parameter_servers else "",
     }
-    row["peak_memory_bytes"] = memory["peak_memory_bytes"]
-    row["fits"] = True
-    row["wall_time_s"] = time.perf_counter() - started
-    return PointResult(
-        point.id,
-        row,
-        pd.concat(frames, ignore_index=True),
-        trace_text,
-        advice,
-        calibration,
-        pd.concat(curves, ignore_index=True) if curves else None,
-        why if spec.training.target is not None else None,
-        memory,
-        timed_note,
-    )
 
 
 def timed_spec(spec: ScenarioSpec) -> ScenarioSpec:
@@ -329,61 +396,6 @@ def timed_spec(spec: ScenarioSpec) -> ScenarioSpec:
             "sim": spec.sim.model_copy(update={"timed_steps": timed}),  # the part timed
         }
     )
-
-
-def _steps_frame(point_id: str, replication: int, spec: ScenarioSpec, outcome: Any) -> pd.DataFrame:
-    records = outcome.records
-    step = records.column("step")
-    frame = pd.DataFrame(
-        {
-            "point": point_id,
-            "worker": records.column("worker"),
-            "step": step,
-            "warmup": step < spec.training.warmup_steps,
-            "start_s": records.column("start"),
-            "compute_end_s": records.column("compute_end"),
-            "comm_end_s": records.column("comm_end"),
-            "end_s": records.column("end"),
-            "replication": replication,
-            "generation": records.column("generation"),
-            "trial": records.column("trial"),
-            "staleness": records.column("staleness"),
-        }
-    )
-    # a step done again after a restart: the earlier attempt was lost
-    frame["lost"] = frame.duplicated(["worker", "step", "trial"], keep="last")
-    if spec.strategy.counts_updates:
-        frame["warmup"] = False  # asynchronous: warm-up counts updates, not iterations
-    frame = frame.reindex(columns=list(vocab.STEP_COLUMNS))
-    return frame.sort_values(["step", "worker", "trial"], kind="stable", ignore_index=True)
-
-
-def _steps_summary(
-    point_id: str, replication: int, spec: ScenarioSpec, outcome: Any
-) -> pd.DataFrame:
-    """steps.csv's summary rows of one replication, from the records a piece at a time
-    (results/steps.py): no per-worker table is built."""
-    warmup = spec.training.warmup_steps
-    asynchronous = spec.strategy.counts_updates
-    names = ("step", "generation", "trial", "start", "compute_end", "comm_end", "end", "staleness")
-
-    def pieces() -> Any:
-        for piece in outcome.records.chunks(names):
-            step = piece["step"]
-            yield {
-                "step": step,
-                "generation": piece["generation"],
-                "trial": piece["trial"],
-                # asynchronous: warm-up counts updates, not iterations
-                "warmup": np.zeros(len(step), dtype=bool) if asynchronous else step < warmup,
-                "start_s": piece["start"],
-                "compute_end_s": piece["compute_end"],
-                "comm_end_s": piece["comm_end"],
-                "end_s": piece["end"],
-                "staleness": piece["staleness"],
-            }
-
-    return step_summary(pieces(), point_id, replication)
 
 
 def run(
