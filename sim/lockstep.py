@@ -33,6 +33,7 @@ import numpy as np
 import simpy
 
 from .collectives import ALGORITHMS
+from .compute import Bucket
 from .network import make_network
 from .outcome import SimulationOutcome
 from .strategies import strategy_of
@@ -72,23 +73,10 @@ def collective_time(sim: Simulation, nbytes: float) -> tuple[float, float]:
 def run(sim: Simulation) -> SimulationOutcome:
     """Every step of the run, a step at a time, each over all workers at once."""
 
-    spec = sim.spec
-    strategy = spec.strategy
+    strategy = sim.spec.strategy
     n, total = sim.workers, sim.total_steps
     buckets = sim.compute.buckets(strategy.fusion_buffer, strategy.overlap)
-    step_s = sim.compute.step_s
-    timing: dict[float, tuple[float, float]] = {}
-    for bucket in buckets:
-        if bucket.nbytes not in timing:
-            timing[bucket.nbytes] = collective_time(sim, bucket.nbytes)
-    durations = [timing[b.nbytes][0] for b in buckets]
-    step_bytes = sum(timing[b.nbytes][1] for b in buckets)
-    # segments of compute between buckets, as the event engine sleeps them
-    segments, elapsed = [], 0.0
-    for bucket in buckets:
-        segments.append(bucket.ready_s - elapsed)
-        elapsed = bucket.ready_s
-    tail = step_s - elapsed
+    segments, tail, durations, step_bytes = step_shape(sim, buckets)
     factors = sim.stragglers.factors(n, total)
     delays = sim.stragglers.delays(n, total)
 
@@ -96,36 +84,18 @@ def run(sim: Simulation) -> SimulationOutcome:
     workers = np.arange(n)  # one array, a view of it in every step's records
     step_end = 0.0
     network_bytes = 0.0
-    every = sim.checkpoint_every
     for step in range(total):
         if sim.measure_start is None and step >= sim.warmup:
             sim.measure_start = (float(start.min()), network_bytes)
         f, d = factors[:, step], delays[:, step]
-        t = np.where(d > 0, start + d, start)
-        coll_end = step_end  # the stream is free once the last step ended
-        spans = []
-        for segment, duration in zip(segments, durations, strict=True):
-            x = segment * f
-            t = np.where(x > 0, t + x, t)
-            begin = max(coll_end, float(t.max()))
-            coll_end = begin + duration
-            spans.append((begin, coll_end))
+        # the stream is free once the last step ended
+        spans, compute_end = step_spans(start, f, d, segments, tail, durations, step_end)
         network_bytes += step_bytes
-        x = tail * f
-        compute_end = np.where(x > 0, t + x, t)
-        step_end = coll_end
         done = step + 1
         sim.completed = done
-        if every and done % every == 0:
-            step_end += sim.checkpoint_cost
-            sim.checkpoint_time += sim.checkpoint_cost
-            sim.checkpoints += 1
-            sim.last_checkpoint = (done, step_end)
+        step_end = checkpoint_if_due(sim, done, spans[-1][1])
         sim.step_ends[step] = step_end
         end = np.maximum(step_end, compute_end)
-        comm = np.zeros(n)
-        for begin, finish in spans:
-            comm = comm + np.maximum(0.0, np.minimum(finish, end) - np.maximum(begin, compute_end))
         sim.records.extend(
             worker=workers,
             step=step,
@@ -133,13 +103,85 @@ def run(sim: Simulation) -> SimulationOutcome:
             compute_end=compute_end,
             comm_end=max(s[1] for s in spans),
             end=end,
-            comm_s=comm,
+            comm_s=exposed_communication(spans, compute_end, end, n),
             generation=0,
             staleness=0,
         )
         start = end
         sim.report(done, step_end)
     sim.network.bytes_on_network = network_bytes
+    return _outcome(sim, network_bytes)
+
+
+def step_shape(
+    sim: Simulation, buckets: list[Bucket]
+) -> tuple[list[float], float, list[float], float]:
+    """What every step repeats: the seconds of compute before each bucket is ready (the
+    segments the event engine sleeps), the compute after the last, each bucket's
+    collective's seconds on the idle network, and the bytes a step puts between hosts."""
+    timing: dict[float, tuple[float, float]] = {}
+    for bucket in buckets:
+        if bucket.nbytes not in timing:
+            timing[bucket.nbytes] = collective_time(sim, bucket.nbytes)
+    durations = [timing[b.nbytes][0] for b in buckets]
+    step_bytes = sum(timing[b.nbytes][1] for b in buckets)
+    segments, elapsed = [], 0.0
+    for bucket in buckets:
+        segments.append(bucket.ready_s - elapsed)
+        elapsed = bucket.ready_s
+    return segments, sim.compute.step_s - elapsed, durations, step_bytes
+
+
+def step_spans(
+    start: np.ndarray,
+    f: np.ndarray,
+    d: np.ndarray,
+    segments: list[float],
+    tail: float,
+    durations: list[float],
+    free: float,
+) -> tuple[list[tuple[float, float]], np.ndarray]:
+    """One step of every worker (started at `start`, hiccup `d`, slowness `f`): each
+    bucket's collective (begin, end), begun once the stream is free (`free` at first) and
+    the last worker handed the bucket in, and each worker's compute_end."""
+    t = np.where(d > 0, start + d, start)
+    coll_end = free
+    spans = []
+    for segment, duration in zip(segments, durations, strict=True):
+        x = segment * f
+        t = np.where(x > 0, t + x, t)
+        begin = max(coll_end, float(t.max()))
+        coll_end = begin + duration
+        spans.append((begin, coll_end))
+    x = tail * f
+    return spans, np.where(x > 0, t + x, t)
+
+
+def checkpoint_if_due(sim: Simulation, done: int, step_end: float) -> float:
+    """The step's end after the checkpoint, where one is due after `done` steps (and the
+    checkpoint counted on `sim`); `step_end` unchanged otherwise."""
+    every = sim.checkpoint_every
+    if every and done % every == 0:
+        step_end += sim.checkpoint_cost
+        sim.checkpoint_time += sim.checkpoint_cost
+        sim.checkpoints += 1
+        sim.last_checkpoint = (done, step_end)
+    return step_end
+
+
+def exposed_communication(
+    spans: list[tuple[float, float]], compute_end: np.ndarray, end: np.ndarray, n: int
+) -> np.ndarray:
+    """Each worker's seconds of the step's collectives between its compute_end and its end:
+    the communication its step waited for."""
+    comm = np.zeros(n)
+    for begin, finish in spans:
+        comm = comm + np.maximum(0.0, np.minimum(finish, end) - np.maximum(begin, compute_end))
+    return comm
+
+
+def _outcome(sim: Simulation, network_bytes: float) -> SimulationOutcome:
+    """The run's outcome: no failures, nothing lost, nothing dropped, one generation."""
     start_time, start_bytes = sim.measure_start or (0.0, 0.0)
     return SimulationOutcome(
         records=sim.records,
