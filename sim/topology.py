@@ -77,35 +77,44 @@ class Topology:
         self.dedicated_servers = dedicated_servers
         n, h = self.workers, self.hosts
         self.n_nodes = n + h + dedicated_servers
-        one_machine = links.one_machine
         # host of every node; dedicated servers get hosts h .. h + servers - 1
         d = dedicated_servers
-        servers_host = np.zeros(d) if one_machine else h + np.arange(d)
+        servers_host = np.zeros(d) if links.one_machine else h + np.arange(d)
         self.host_of = np.concatenate(
             [np.arange(n) // self.devices_per_host, np.arange(h), servers_host]
         ).astype(np.int64)
-        all_hosts = h + dedicated_servers
-        fabric = links.fabric_bandwidth
-        nic = links.network_bandwidth
-        loopback, duplex = links.loopback, links.duplex
         # link layout: [port out | port in] for the n + h fabric ports (and the dedicated
         # servers' on one machine), then NICs, then core, then loopbacks
-        ports = n + h + (dedicated_servers if one_machine else 0)
-        # calibrated (loopback given): a port is a process, which moves its tensors in and
-        # out with its own CPU (serialising, copying, deserialising): one link for both
-        # directions at the calibrated one-way bandwidth, or (duplex other than 1) one each
-        # way at that bandwidth and one both ways at duplex x it. Otherwise full duplex.
+        capacity = self._lay_out_ports(links)
+        self._add_shared_links(links, capacity)
+        self.capacity = np.asarray(capacity, dtype=float)
+        self.fabric_latency = links.fabric_latency
+        self.network_latency = links.network_latency
+        self._cache: dict[tuple[int, int, bool], Route] = {}
+
+    def _lay_out_ports(self, links: Links) -> list[float]:
+        """The capacities of the ports and the NICs, in link order, and where each kind of
+        link starts (`_port_out`, `_port_in`, `_port_both`, `_nic_out`, `_nic_in`).
+
+        Calibrated (loopback given): a port is a process, which moves its tensors in and
+        out with its own CPU (serialising, copying, deserialising): one link for both
+        directions at the calibrated one-way bandwidth, or (duplex other than 1) one each
+        way at that bandwidth and one both ways at duplex x it. Otherwise full duplex."""
+        n, h = self.workers, self.hosts
+        all_hosts = h + self.dedicated_servers
+        fabric = links.fabric_bandwidth
+        ports = n + h + (self.dedicated_servers if links.one_machine else 0)
         self._port_both: int | None = None
-        if loopback is None:
+        if links.loopback is None:
             directions = 2
             # the hosts' CPUs (ports n .. n + h - 1) reach their devices over one PCIe port
             cpu = fabric if links.cpu_bandwidth is None else links.cpu_bandwidth
             one_way = [fabric] * n + [cpu] * h + [fabric] * (ports - n - h)
             capacity = one_way + one_way
-        elif duplex != 1.0:
+        elif links.duplex != 1.0:
             directions = 3
             self._port_both = 2 * ports
-            capacity = [fabric] * (2 * ports) + [duplex * fabric] * ports
+            capacity = [fabric] * (2 * ports) + [links.duplex * fabric] * ports
         else:
             directions = 1
             capacity = [fabric] * ports
@@ -115,11 +124,19 @@ class Topology:
         self._port_in = 0 if directions == 1 else ports
         self._nic_out = directions * ports
         self._nic_in = directions * ports + all_hosts
-        capacity += [nic] * (2 * all_hosts)
+        return capacity + [links.network_bandwidth] * (2 * all_hosts)
+
+    def _add_shared_links(self, links: Links, capacity: list[float]) -> None:
+        """Append to `capacity` the links that exist only where the cost model gives them:
+        the switch core (oversubscribed), the hosts' loopbacks, the workers' compute cores
+        and what a host's processes compute together (calibrated), the workers' memory;
+        where each starts, None where absent, and how much longer paths get."""
+        n, all_hosts = self.workers, self.hosts + self.dedicated_servers
+        loopback = links.loopback
         self.core: int | None = None
         if links.oversubscription > 1:
             self.core = len(capacity)
-            capacity.append(all_hosts * nic / links.oversubscription)
+            capacity.append(all_hosts * links.network_bandwidth / links.oversubscription)
         self._loopback: int | None = None
         if loopback is not None:
             self._loopback = len(capacity)
@@ -143,10 +160,6 @@ class Topology:
             self._memory = len(capacity)
             capacity += [links.memory] * n
             self.max_path += 1
-        self.capacity = np.asarray(capacity, dtype=float)
-        self.fabric_latency = links.fabric_latency
-        self.network_latency = links.network_latency
-        self._cache: dict[tuple[int, int, bool], Route] = {}
 
     def worker(self, w: int) -> int:
         return w
