@@ -19,101 +19,130 @@ def explain(spec: ScenarioSpec, cal: Calibration) -> tuple[tuple[str, ...], tupl
     """(used, not_found): one line per number taken from the profile or missing from it."""
     used: list[str] = []
     missing: list[str] = []
-    profile, path = cal.profile, cal.path
-    model, batch, dtype = spec.model, spec.training.batch_per_worker, spec.model.dtype
-    what = f"{cal.step_model} batch {batch}" + ("" if dtype == "float32" else f" {dtype}")
-    if cal.step_s is not None:
-        beside = ""
-        if cal.servers_beside and any(e.servers == cal.servers_beside for e in profile.compute):
-            beside = f" beside {cal.servers_beside} server process(es)"
-        how = _how(profile, cal.step_model, batch, dtype, cal.processes)
-        used.append(f"compute: {what} (P={cal.processes}{beside}): {cal.step_s * 1e3:.4g} ms{how}")
-        if cal.side_by_side is not None:
-            processes, side_s = cal.side_by_side
-            share = processes * cal.step_s / side_s
-            used.append(
-                f"compute side by side: {processes} stages at once took {side_s * 1e3:.4g} ms "
-                f"a step: the host's stages compute {share:.3g} cores' worth together"
-            )
-    else:
-        missing.append(
-            f"compute: no entry for model {model.name} batch {batch} {dtype} in {path}; "
-            "catalog FLOP model used"
-        )
+    _compute_lines(spec, cal, used, missing)
     st = spec.strategy
     if st.pipelined and st.stages > 1 and cal.step_s is not None:
-        if cal.stage_message_s > 0:
-            used.append(
-                f"pipeline messages: {cal.stage_message_s * 1e3:.3g} ms of a stage's core for "
-                f"each activation or gradient it sends or receives (the stage fed by one of "
-                f"its own, {st.micro_batches} micro-batches)"
-            )
-        else:
-            missing.append(
-                f"pipeline messages: no fed stage at {st.micro_batches} micro-batches in "
-                f"{path} (or it measured no cost); the stages' messages cost their cores nothing"
-            )
+        _pipeline_lines(spec, cal, used, missing)
     if st.in_graph and spec.workers > 1:
         _in_graph_lines(spec, cal, used, missing)
-    transfer = cal.transfer
-    if transfer is None:
+    if cal.transfer is None:
         missing.append(
-            f"transfer: no fit in {path}; catalog host_link {spec.cluster.host_link.name} used"
+            f"transfer: no fit in {cal.path}; catalog host_link {spec.cluster.host_link.name} used"
         )
     else:
-        scope = "every transfer: one host" if spec.cluster.hosts == 1 else "inside each host"
-        bandwidth = transfer.bandwidth / 1e6
-        used.append(
-            f"transfer: latency {transfer.latency * 1e3:.4g} ms, bandwidth "
-            f"{bandwidth:.4g} MB/s ({scope})"
-        )
-        if profile.messages is not None:
-            used.append(
-                f"messages: {cal.message_s * 1e3:.3g} ms per message chained in one call (a "
-                f"ring's steps); a call of its own (a parameter server's pull or push) pays "
-                f"the fit's latency {transfer.latency * 1e3:.4g} ms"
-            )
-        else:
-            missing.append(
-                f"messages: no chain probe in {path}; every message pays the fit's latency "
-                f"{transfer.latency * 1e3:.4g} ms"
-            )
-        if cal.duplex_from == PAIR_PROBE:
-            pair = pair_fit(profile)
-            assert pair is not None
-            used.append(
-                f"exchange: the 2-process all-reduce moved {pair.bandwidth / 1e6:.4g} MB/s "
-                f"each way, each process sending as it receives: a process sends and receives "
-                f"together {cal.duplex:.3g} x {bandwidth:.4g} MB/s (one way at most "
-                f"{bandwidth:.4g}; its latency and the fits of more processes are not used)"
-            )
-        elif cal.duplex_from == EXCHANGE_PROBE:
-            assert profile.exchange is not None
-            used.append(
-                f"exchange: {profile.exchange.bandwidth / 1e6:.4g} MB/s each way at once: a "
-                f"process sends and receives together {cal.duplex:.3g} x {bandwidth:.4g} MB/s "
-                f"(one way at most {bandwidth:.4g})"
-            )
-        else:
-            missing.append(
-                f"exchange: no fit in {path}; what a process sends and receives shares the "
-                "one-way bandwidth"
-            )
-        used.append(_cores_line(spec, cal))
-    if cal.restart_s is not None and cal.restart_from == "restart":
-        used.append(
-            f"restart: {cal.restart_s:.3g} s (the job relaunched from its checkpoint to its "
-            "first step, measured) replaces checkpoint.restart_overhead"
-        )
-    elif cal.restart_s is not None:
-        used.append(
-            f"restart: {cal.restart_s:.3g} s (start-up of {cal.processes} single-worker "
-            "process(es) measured with the compute; no relaunch of this job measured) "
-            "replaces checkpoint.restart_overhead"
-        )
+        _transfer_lines(spec, cal, used, missing)
+    if cal.restart_s is not None:
+        used.append(_restart_line(cal))
     if spec.strategy.serves_parameters:
         _servers_lines(spec, cal, used, missing)
     return tuple(used), tuple(missing)
+
+
+def _compute_lines(
+    spec: ScenarioSpec, cal: Calibration, used: list[str], missing: list[str]
+) -> None:
+    """The step time: measured (or extrapolated) for how many processes, beside how many
+    servers, and what stages computing side by side share; or the catalog's FLOP model."""
+    model, batch, dtype = spec.model, spec.training.batch_per_worker, spec.model.dtype
+    if cal.step_s is None:
+        missing.append(
+            f"compute: no entry for model {model.name} batch {batch} {dtype} in {cal.path}; "
+            "catalog FLOP model used"
+        )
+        return
+    what = f"{cal.step_model} batch {batch}" + ("" if dtype == "float32" else f" {dtype}")
+    beside = ""
+    if cal.servers_beside and any(e.servers == cal.servers_beside for e in cal.profile.compute):
+        beside = f" beside {cal.servers_beside} server process(es)"
+    how = _how(cal.profile, cal.step_model, batch, dtype, cal.processes)
+    used.append(f"compute: {what} (P={cal.processes}{beside}): {cal.step_s * 1e3:.4g} ms{how}")
+    if cal.side_by_side is not None:
+        processes, side_s = cal.side_by_side
+        share = processes * cal.step_s / side_s
+        used.append(
+            f"compute side by side: {processes} stages at once took {side_s * 1e3:.4g} ms "
+            f"a step: the host's stages compute {share:.3g} cores' worth together"
+        )
+
+
+def _pipeline_lines(
+    spec: ScenarioSpec, cal: Calibration, used: list[str], missing: list[str]
+) -> None:
+    """What a pipeline stage's messages cost its core, from the fed stage."""
+    st = spec.strategy
+    if cal.stage_message_s > 0:
+        used.append(
+            f"pipeline messages: {cal.stage_message_s * 1e3:.3g} ms of a stage's core for "
+            f"each activation or gradient it sends or receives (the stage fed by one of "
+            f"its own, {st.micro_batches} micro-batches)"
+        )
+    else:
+        missing.append(
+            f"pipeline messages: no fed stage at {st.micro_batches} micro-batches in "
+            f"{cal.path} (or it measured no cost); the stages' messages cost their cores nothing"
+        )
+
+
+def _transfer_lines(
+    spec: ScenarioSpec, cal: Calibration, used: list[str], missing: list[str]
+) -> None:
+    """The transfer fit, what a message of a chain pays, what a process moves both ways at
+    once, and the cores transfers share."""
+    transfer, profile, path = cal.transfer, cal.profile, cal.path
+    assert transfer is not None
+    scope = "every transfer: one host" if spec.cluster.hosts == 1 else "inside each host"
+    bandwidth = transfer.bandwidth / 1e6
+    used.append(
+        f"transfer: latency {transfer.latency * 1e3:.4g} ms, bandwidth "
+        f"{bandwidth:.4g} MB/s ({scope})"
+    )
+    if profile.messages is not None:
+        used.append(
+            f"messages: {cal.message_s * 1e3:.3g} ms per message chained in one call (a "
+            f"ring's steps); a call of its own (a parameter server's pull or push) pays "
+            f"the fit's latency {transfer.latency * 1e3:.4g} ms"
+        )
+    else:
+        missing.append(
+            f"messages: no chain probe in {path}; every message pays the fit's latency "
+            f"{transfer.latency * 1e3:.4g} ms"
+        )
+    if cal.duplex_from == PAIR_PROBE:
+        pair = pair_fit(profile)
+        assert pair is not None
+        used.append(
+            f"exchange: the 2-process all-reduce moved {pair.bandwidth / 1e6:.4g} MB/s "
+            f"each way, each process sending as it receives: a process sends and receives "
+            f"together {cal.duplex:.3g} x {bandwidth:.4g} MB/s (one way at most "
+            f"{bandwidth:.4g}; its latency and the fits of more processes are not used)"
+        )
+    elif cal.duplex_from == EXCHANGE_PROBE:
+        assert profile.exchange is not None
+        used.append(
+            f"exchange: {profile.exchange.bandwidth / 1e6:.4g} MB/s each way at once: a "
+            f"process sends and receives together {cal.duplex:.3g} x {bandwidth:.4g} MB/s "
+            f"(one way at most {bandwidth:.4g})"
+        )
+    else:
+        missing.append(
+            f"exchange: no fit in {path}; what a process sends and receives shares the "
+            "one-way bandwidth"
+        )
+    used.append(_cores_line(spec, cal))
+
+
+def _restart_line(cal: Calibration) -> str:
+    """What relaunching the job costs, and how it was measured."""
+    if cal.restart_from == "restart":
+        return (
+            f"restart: {cal.restart_s:.3g} s (the job relaunched from its checkpoint to its "
+            "first step, measured) replaces checkpoint.restart_overhead"
+        )
+    return (
+        f"restart: {cal.restart_s:.3g} s (start-up of {cal.processes} single-worker "
+        "process(es) measured with the compute; no relaunch of this job measured) "
+        "replaces checkpoint.restart_overhead"
+    )
 
 
 def _in_graph_lines(
