@@ -112,30 +112,10 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     """The calibration of one point, or None when the scenario names no profile."""
     if profile is None or spec.cluster.profile is None:
         return None
-    model, batch, dtype = spec.model, spec.training.batch_per_worker, spec.model.dtype
+    batch, dtype = spec.training.batch_per_worker, spec.model.dtype
     strategy = spec.strategy
-    processes = spec.cluster.devices_per_host
-    # parameter servers and the coordinator listen while the workers compute
-    servers_beside = server_processes(strategy.kind, strategy.servers)
-    micro = 1
-    if strategy.pipelined:  # stages of every layer side by side, a core each
-        processes = min(strategy.stages, profile.machine.cpus)
-        servers_beside, micro = 0, strategy.micro_batches
-    step_s, step_model = None, model.name
-    for candidate in (model.name, model.base):
-        if candidate is None:
-            continue
-        step_s = profile.step_time(
-            candidate,
-            batch,
-            dtype,
-            processes=processes,
-            servers=servers_beside,
-            micro_batches=micro,
-        )
-        if step_s is not None:
-            step_model = candidate
-            break
+    processes, servers_beside, micro = computing_at_once(spec, profile)
+    step_s, step_model = _measured_step(spec, profile, processes, servers_beside, micro)
     transfer = profile.transfer
     one_machine = spec.cluster.hosts == 1 and transfer is not None
     message_s = call_s = 0.0
@@ -143,21 +123,10 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         message_s = message_latency(profile, transfer)
         call_s = transfer.latency - message_s
     duplex, duplex_from = _duplex(profile, transfer)
-    point_to_point = strategy.serves_parameters
-    core_rate, core_from = None, ""
-    if transfer is not None:
-        probe = core_probe(profile, point_to_point)
-        core_rate, core_from = (
-            (transfer.bandwidth, "transfer") if probe is None else (probe[1].bandwidth, probe[0])
-        )
+    core_rate, core_from = _core_rate(profile, transfer, strategy.serves_parameters)
     restart_s, restart_from = None, ""
     if spec.failures and step_s is not None:
-        kind, job_servers = restart_job(strategy)
-        restart_s = profile.restart(step_model, batch, dtype, kind, spec.workers, job_servers)
-        restart_from = "restart"
-        if restart_s is None:
-            restart_s = profile.startup(step_model, batch, dtype, processes)
-            restart_from = "startup" if restart_s is not None else ""
+        restart_s, restart_from = _restart(spec, profile, step_model, processes)
     servers: dict[str, Any] = {}
     if strategy.serves_parameters:
         servers = _servers(spec, profile, one_machine)
@@ -172,17 +141,10 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     side_by_side = None
     shared_cores = one_machine and step_s is not None and spec.sim.network_model == "flow"
     if strategy.pipelined and strategy.stages > 1 and step_s is not None:
-        # the stage alone and fed, each measured with no other stage working beside it
-        alone_s, fed_s = (
-            profile.step_time(step_model, batch, dtype, micro_batches=micro, fed=fed)
-            for fed in (False, True)
+        stage_message_s, side_by_side, alone_s = _stage_numbers(
+            spec, profile, step_model, micro, processes, step_s, shared_cores
         )
-        if alone_s is not None and fed_s is not None:
-            stage_message_s = message_cost(spec, alone_s, fed_s)
-        # a stage computing while the others wait runs as fast as alone; side by side, as
-        # measured side by side: the flow network shares the host's compute among them
-        if shared_cores and processes > 1 and alone_s is not None and alone_s < step_s:
-            side_by_side = (processes, step_s)
+        if side_by_side is not None:  # the stages compute from the stage alone
             step_s, processes = alone_s, 1
     return Calibration(
         path=spec.cluster.profile,
@@ -208,6 +170,93 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         side_by_side=side_by_side,
         **servers,
     )
+
+
+def computing_at_once(spec: ScenarioSpec, profile: Profile) -> tuple[int, int, int]:
+    """How the point's step time is looked up: (worker processes computing at once on a
+    host, server processes listening beside them, micro-batches). A pipeline's stages of
+    every layer run side by side, a core each, with no servers."""
+    strategy = spec.strategy
+    if strategy.pipelined:
+        return min(strategy.stages, profile.machine.cpus), 0, strategy.micro_batches
+    # parameter servers and the coordinator listen while the workers compute
+    servers_beside = server_processes(strategy.kind, strategy.servers)
+    return spec.cluster.devices_per_host, servers_beside, 1
+
+
+def _measured_step(
+    spec: ScenarioSpec, profile: Profile, processes: int, servers_beside: int, micro: int
+) -> tuple[float | None, str]:
+    """The measured step time (None without one) and the name it was found under: the
+    model's own, or failing that its catalog base."""
+    model = spec.model
+    for candidate in (model.name, model.base):
+        if candidate is None:
+            continue
+        step_s = profile.step_time(
+            candidate,
+            spec.training.batch_per_worker,
+            model.dtype,
+            processes=processes,
+            servers=servers_beside,
+            micro_batches=micro,
+        )
+        if step_s is not None:
+            return step_s, candidate
+    return None, model.name
+
+
+def _core_rate(
+    profile: Profile, transfer: Fit | None, point_to_point: bool
+) -> tuple[float | None, str]:
+    """Bytes/s one busy core moves between processes, and the probe it came from (the
+    transfer fit where neither probe was run); None without a transfer fit."""
+    if transfer is None:
+        return None, ""
+    probe = core_probe(profile, point_to_point)
+    return (transfer.bandwidth, "transfer") if probe is None else (probe[1].bandwidth, probe[0])
+
+
+def _restart(
+    spec: ScenarioSpec, profile: Profile, step_model: str, processes: int
+) -> tuple[float | None, str]:
+    """What relaunching the job costs and how it was measured: this job relaunched
+    ("restart"), or else single-worker processes started ("startup"); None, "" neither."""
+    batch, dtype = spec.training.batch_per_worker, spec.model.dtype
+    kind, job_servers = restart_job(spec.strategy)
+    restart_s = profile.restart(step_model, batch, dtype, kind, spec.workers, job_servers)
+    if restart_s is not None:
+        return restart_s, "restart"
+    restart_s = profile.startup(step_model, batch, dtype, processes)
+    return restart_s, "startup" if restart_s is not None else ""
+
+
+def _stage_numbers(
+    spec: ScenarioSpec,
+    profile: Profile,
+    step_model: str,
+    micro: int,
+    processes: int,
+    step_s: float,
+    shared_cores: bool,
+) -> tuple[float, tuple[int, float] | None, float | None]:
+    """A pipeline's stages: what each message costs a stage's core; where the flow
+    network shares the host's compute among stages side by side, (P, the step time side
+    by side), else None; and the step time of the stage alone (None: not measured)."""
+    batch, dtype = spec.training.batch_per_worker, spec.model.dtype
+    # the stage alone and fed, each measured with no other stage working beside it
+    alone_s, fed_s = (
+        profile.step_time(step_model, batch, dtype, micro_batches=micro, fed=fed)
+        for fed in (False, True)
+    )
+    stage_message_s = 0.0
+    if alone_s is not None and fed_s is not None:
+        stage_message_s = message_cost(spec, alone_s, fed_s)
+    # a stage computing while the others wait runs as fast as alone; side by side, as
+    # measured side by side: the flow network shares the host's compute among them
+    if shared_cores and processes > 1 and alone_s is not None and alone_s < step_s:
+        return stage_message_s, (processes, step_s), alone_s
+    return stage_message_s, None, alone_s
 
 
 def client_dispatch(profile: Profile, model: str, batch: int, dtype: str, devices: int) -> float:
