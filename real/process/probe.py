@@ -33,6 +33,8 @@ from .training import configure_threads, strategy_of
 
 
 def transfer(job: Job) -> None:
+    """The client of the transfer probe: each size pulled, pushed and exchanged with the
+    server, and chains of small reads, every size once per round, round after round."""
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -40,60 +42,8 @@ def transfer(job: Job) -> None:
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     tf.config.experimental_connect_to_cluster(resolver.cluster_spec(), job_name="chief")
     protocol.emit({"event": "ready", "worker": 0, "time": time.time()})
-    probes = []
-    for nbytes in job.sizes:
-        n = max(1, nbytes // 4)
-        local = tf.random.uniform((n,))
-        with tf.device("/job:ps/task:0"):
-            remote = tf.Variable(tf.zeros((n,)))
-
-        @tf.function
-        def pull(v: Any = remote) -> Any:
-            return tf.reduce_sum(tf.identity(v.read_value()))  # moved to the client, summed
-
-        @tf.function
-        def push(v: Any = remote, x: Any = local) -> None:
-            with tf.device("/job:ps/task:0"):
-                v.assign(x, read_value=False)
-
-        with tf.device("/job:ps/task:0"):
-            inbox = tf.Variable(tf.zeros((n,)))
-
-        @tf.function
-        def exchange(v: Any = remote, w: Any = inbox, x: Any = local) -> Any:
-            # both ways at once: the read and the write do not wait for each other
-            with tf.device("/job:ps/task:0"):
-                w.assign(x, read_value=False)
-            return tf.reduce_sum(tf.identity(v.read_value()))
-
-        for _ in range(job.warmup):
-            pull().numpy()
-            push()
-            exchange().numpy()
-        probes.append((n * 4, remote, pull, push, inbox, exchange))
-    # small messages inside one call: one read, and a chain of reads each waiting for the
-    # one before (a collective's ring steps): the slope is what each further message costs
-    chain = int(job.chain)
-    calls = []
-    if chain > 1:
-        with tf.device("/job:ps/task:0"):
-            links = [tf.Variable(tf.zeros((256,))) for _ in range(chain)]
-
-        def chained(count: int) -> Any:
-            @tf.function
-            def run() -> Any:
-                total = tf.constant(0.0)
-                for v in links[:count]:
-                    with tf.control_dependencies([total]):
-                        total = total + tf.reduce_sum(tf.identity(v.read_value()))
-                return total
-
-            return run
-
-        calls = [(1, chained(1)), (chain, chained(chain))]
-        for _ in range(job.warmup):
-            for _count, call in calls:
-                call().numpy()
+    probes = [_transfer_calls(tf, nbytes, job.warmup) for nbytes in job.sizes]
+    calls = _chain_calls(tf, int(job.chain), job.warmup)
     # every size once per round, round after round: a slow spell of the machine falls on
     # all sizes alike instead of bending the fit at the sizes it happened to hit
     for _ in range(job.repeats):
@@ -110,31 +60,100 @@ def transfer(job: Job) -> None:
                     "time_s": time.perf_counter() - started,
                 }
             )
-        for nbytes, remote, pull, push, inbox, exchange in probes:
-            started = time.perf_counter()
-            pull().numpy()
-            middle = time.perf_counter()
-            push()
-            remote.read_value()[0].numpy()  # wait for the write (a tiny read back)
-            ended = time.perf_counter()
-            exchange().numpy()
-            inbox.read_value()[0].numpy()
-            swapped = time.perf_counter()
-            for kind, seconds in (
-                ("pull", middle - started),
-                ("push", ended - middle),
-                ("exchange", swapped - ended),
-            ):
-                protocol.emit(
-                    {
-                        "event": "probe",
-                        "worker": 0,
-                        "kind": kind,
-                        "bytes": nbytes,
-                        "time_s": seconds,
-                    }
-                )
+        for probe in probes:
+            _time_transfer(*probe)
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
+
+
+def _transfer_calls(tf: Any, nbytes: int, warmup: int) -> tuple[Any, ...]:
+    """A variable of about `nbytes` on the server and the calls that move it, each run
+    `warmup` times: (bytes, the variable, pull, push, the inbox, exchange)."""
+    n = max(1, nbytes // 4)
+    local = tf.random.uniform((n,))
+    with tf.device("/job:ps/task:0"):
+        remote = tf.Variable(tf.zeros((n,)))
+
+    @tf.function
+    def pull(v: Any = remote) -> Any:
+        return tf.reduce_sum(tf.identity(v.read_value()))  # moved to the client, summed
+
+    @tf.function
+    def push(v: Any = remote, x: Any = local) -> None:
+        with tf.device("/job:ps/task:0"):
+            v.assign(x, read_value=False)
+
+    with tf.device("/job:ps/task:0"):
+        inbox = tf.Variable(tf.zeros((n,)))
+
+    @tf.function
+    def exchange(v: Any = remote, w: Any = inbox, x: Any = local) -> Any:
+        # both ways at once: the read and the write do not wait for each other
+        with tf.device("/job:ps/task:0"):
+            w.assign(x, read_value=False)
+        return tf.reduce_sum(tf.identity(v.read_value()))
+
+    for _ in range(warmup):
+        pull().numpy()
+        push()
+        exchange().numpy()
+    return (n * 4, remote, pull, push, inbox, exchange)
+
+
+def _chain_calls(tf: Any, chain: int, warmup: int) -> list[tuple[int, Any]]:
+    """Small messages inside one call: one read, and a chain of `chain` reads each
+    waiting for the one before (a collective's ring steps): the slope is what each
+    further message costs. As (reads, call), each run `warmup` times; none under 2."""
+    if chain <= 1:
+        return []
+    with tf.device("/job:ps/task:0"):
+        links = [tf.Variable(tf.zeros((256,))) for _ in range(chain)]
+
+    def chained(count: int) -> Any:
+        @tf.function
+        def run() -> Any:
+            total = tf.constant(0.0)
+            for v in links[:count]:
+                with tf.control_dependencies([total]):
+                    total = total + tf.reduce_sum(tf.identity(v.read_value()))
+            return total
+
+        return run
+
+    calls = [(1, chained(1)), (chain, chained(chain))]
+    for _ in range(warmup):
+        for _count, call in calls:
+            call().numpy()
+    return calls
+
+
+def _time_transfer(
+    nbytes: int, remote: Any, pull: Any, push: Any, inbox: Any, exchange: Any
+) -> None:
+    """One round of one size: pull, push (waited for by a tiny read back) and exchange
+    timed and reported."""
+    started = time.perf_counter()
+    pull().numpy()
+    middle = time.perf_counter()
+    push()
+    remote.read_value()[0].numpy()  # wait for the write (a tiny read back)
+    ended = time.perf_counter()
+    exchange().numpy()
+    inbox.read_value()[0].numpy()
+    swapped = time.perf_counter()
+    for kind, seconds in (
+        ("pull", middle - started),
+        ("push", ended - middle),
+        ("exchange", swapped - ended),
+    ):
+        protocol.emit(
+            {
+                "event": "probe",
+                "worker": 0,
+                "kind": kind,
+                "bytes": nbytes,
+                "time_s": seconds,
+            }
+        )
 
 
 def allreduce(job: Job) -> None:
