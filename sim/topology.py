@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scenarios.spec import ClusterSpec
+from scenarios.cluster import ClusterSpec
 
 from .costs import Links
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from scenarios import catalog
+from scenarios.cluster import ClusterSpec
 from scenarios.profile import Profile, load_profile
-from scenarios.spec import ClusterSpec, ScenarioSpec
+from scenarios.spec import ScenarioSpec
 from scenarios.units import parse
 
 from ..compute import ComputeModel
