@@ -31,7 +31,9 @@ machine at hand, never of the multi-worker runs a simulation is about to predict
 `run-real --recalibrate` measures these again beside the runs and pools the measurements
 (`real/pool.py`): a pooled fit says how many calibrations it pools (`measurements`).
 
-Both back ends and `reports` read this module; the writer is `real/calibrate.py`.
+Each entry is a class of `scenarios/measurements.py` (importable from here too); this
+module holds the profile, its look-ups, and reading and writing the file. Both back ends
+and `reports` read it; the writer is `real/calibrate.py`.
 
     version: 1
     kind: trainscale-profile
@@ -58,177 +60,49 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError, field_validator
 
-from .convergence import ConvergenceSpec
 from .errors import ScenarioError
-from .fields import Bandwidth, Bytes, DType, PositiveSeconds, Seconds
+from .measurements import (
+    CLOSURES,
+    CLOSURES_CPU,
+    CollectiveFit,
+    ComputeEntry,
+    ConvergenceEntry,
+    Coordinator,
+    CurveFit,
+    Fit,
+    Machine,
+    Messages,
+    RestartEntry,
+    Sample,
+    UpdateEntry,
+    _Strict,
+)
 from .spec import StrategySpec
 from .strategy import serves_parameters
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Machine(_Strict):
-    hostname: str = ""
-    cpus: int = Field(ge=1)
-    platform: str = ""
-    tensorflow: str = ""
-    device: Literal["cpu", "gpu"] = "cpu"
-
-
-class ComputeEntry(_Strict):
-    model: str
-    batch_per_worker: int = Field(ge=1)
-    dtype: DType = "float32"
-    processes: int = Field(default=1, ge=1)  # single-worker processes running at once
-    servers: int = Field(default=0, ge=0)  # listening TF server processes beside them
-    # a pipeline stage holding every layer (real/calibrate_stage.py, one core a process):
-    # the batch in this many micro-batches, their gradients summed; 1 elsewhere
-    micro_batches: int = Field(default=1, ge=1)
-    # that stage fed by a process of its own, which sends it each micro-batch's input and
-    # takes back the input's gradient: what a stage's messages cost its core
-    fed: bool = False
-    # the dispatch probe: each step's forward and backward only (no update, no all-reduce),
-    # of `processes` single-worker processes at once, or (`in_graph`) of one process
-    # driving `processes` devices with MirroredStrategy: what its one client costs
-    gradients_only: bool = False
-    in_graph: bool = False
-    step_time: PositiveSeconds  # mean (what throughput sees; p10/p90 give the spread)
-    p10: Seconds | None = None
-    p90: Seconds | None = None
-    steps: int = Field(default=0, ge=0)
-    startup: Seconds | None = None  # processes started to their first step (median)
-
-
-class Sample(_Strict):
-    bytes: Bytes
-    time: PositiveSeconds
-
-
-class Fit(_Strict):
-    """time = latency + bytes / bandwidth, least squares over `points`."""
-
-    latency: Seconds
-    bandwidth: Bandwidth
-    r2: float
-    max_rel_residual: float = Field(ge=0)
-    points: list[Sample] = []
-    # calibrations pooled into it (run-real --recalibrate): each point is the mean of
-    # their medians at its size, and the fit is over those means
-    measurements: int = Field(default=1, ge=1)
-
-
-class CollectiveFit(Fit):
-    workers: int = Field(ge=2)
-
-
-class Messages(_Strict):
-    """Small messages inside one call (medians over rounds, nothing of any size moved): a
-    call that reads one small tensor from the other process (`first`: what a point-to-point
-    call's latency is made of), and each further message the same call waits for in turn
-    (`chained`: the slope over a chain of `chain` dependent reads). A collective's ring
-    steps are messages of one op, each waiting for the one before: they pay `chained`."""
-
-    first: PositiveSeconds
-    chained: Seconds
-    chain: int = Field(ge=2)
-    samples: int = Field(default=0, ge=0)
-
-
-class Coordinator(_Strict):
-    """ClusterCoordinator's own round trips (medians), nothing of any size moved."""
-
-    dispatch: PositiveSeconds  # schedule a closure on a worker and fetch its result
-    call: PositiveSeconds  # the coordinator runs a function on a server variable
-    # closures scheduled back to back and joined, per closure (None in older profiles)
-    queued: PositiveSeconds | None = None
-    samples: int = Field(default=0, ge=0)
-
-
-class UpdateEntry(_Strict):
-    """The optimizer's update of a whole model applied on `servers` parameter servers by
-    one ClusterCoordinator call (mean of the calls), nothing computed on a worker: what
-    the call that ends a synchronous round costs."""
-
-    model: str
-    dtype: DType = "float32"
-    servers: int = Field(ge=1)
-    time: PositiveSeconds
-    p10: Seconds | None = None
-    p90: Seconds | None = None
-    samples: int = Field(default=0, ge=0)
-    # closures of the same model on the same servers, one worker, each scheduled and
-    # fetched alone (means; None in older profiles): `closure_read` reads every weight on
-    # the worker; `closure_accumulate` also adds a gradient to every accumulator and
-    # counts it (a synchronous closure's push without backup workers); `closure_apply`
-    # instead applies it with the optimizer (an asynchronous closure's push and update)
-    closure_read: PositiveSeconds | None = None
-    closure_accumulate: PositiveSeconds | None = None
-    closure_apply: PositiveSeconds | None = None
-    # `closure_bare` reads one scalar on a server and nothing of the model: the dispatch,
-    # the worker's function and the fetch that every closure pays (None in older profiles)
-    closure_bare: PositiveSeconds | None = None
-    # the CPU time the machine's cores spent while each closure ran (all processes, all
-    # cores: /proc/stat, Linux only; means; None elsewhere and in older profiles). Over
-    # the closure's time it says how many cores one closure keeps busy. Recorded for
-    # analysis; `simulate` charges closures to the cores by their bytes instead
-    closure_read_cpu: Seconds | None = None
-    closure_accumulate_cpu: Seconds | None = None
-    closure_apply_cpu: Seconds | None = None
-    closure_bare_cpu: Seconds | None = None
-
-
-#: UpdateEntry's closure timings, as named in profiles
-CLOSURES = ("closure_read", "closure_accumulate", "closure_apply", "closure_bare")
-#: the CPU each closure spent, as named in profiles
-CLOSURES_CPU = tuple(f"{name}_cpu" for name in CLOSURES)
-
-
-class CurveFit(_Strict):
-    """One calibration curve: a run at a constant rate, its evaluations (after `steps`
-    updates, the metric's `values`) and, asynchronous, each update's staleness."""
-
-    kind: Literal["single", "async"]
-    batch: int = Field(ge=1)  # samples one update applies
-    rate: float = Field(gt=0)
-    scaling: str = "linear"
-    steps: list[int]
-    values: list[float]
-    staleness: list[float] = []
-    eval_s: float | None = None  # the median evaluation's duration, seconds
-
-
-class ConvergenceEntry(_Strict):
-    """The model's statistical efficiency on its data, fitted to calibration curves."""
-
-    model: str
-    data: str
-    fit: ConvergenceSpec
-    rms: float = Field(ge=0)  # of the fit's residuals over every evaluation (metric units)
-    # one evaluation of the held-out split by one worker (median over the single-worker
-    # curves), seconds; what the simulator charges each evaluation
-    eval_s: float | None = None
-    curves: list[CurveFit] = []
-
-
-class RestartEntry(_Strict):
-    """A job relaunched from its checkpoint after a failure: the point's job (its strategy,
-    its workers and servers) killed after a checkpoint and launched again at once, timed
-    from the kill to the end of the first step after the restore, less one steady step
-    (the first step's tracing is part of the restart); the mean of `samples` such kills.
-    No scenario step is timed."""
-
-    model: str
-    batch_per_worker: int = Field(ge=1)
-    dtype: DType = "float32"
-    strategy: str  # kind, and algorithm or sync/async: "allreduce/ring", "parameter_server/sync"
-    workers: int = Field(ge=1)
-    servers: int = Field(default=0, ge=0)
-    time: PositiveSeconds
-    samples: int = Field(default=1, ge=1)  # kills timed (profiles before it: one)
+#: the entries (scenarios/measurements.py) are imported from here as well
+__all__ = [
+    "CLOSURES",
+    "CLOSURES_CPU",
+    "CollectiveFit",
+    "ComputeEntry",
+    "ConvergenceEntry",
+    "Coordinator",
+    "CurveFit",
+    "Fit",
+    "Machine",
+    "Messages",
+    "Profile",
+    "RestartEntry",
+    "Sample",
+    "UpdateEntry",
+    "dump_profile",
+    "load_profile",
+    "restart_job",
+    "server_processes",
+]
 
 
 def restart_job(strategy: StrategySpec) -> tuple[str, int]:
@@ -385,110 +259,28 @@ def load_profile(path: str | Path, field: str = "cluster.profile") -> Profile:
 
 def dump_profile(profile: Profile) -> str:
     """The profile as YAML with explicit units (`ms`, `MB/s`, `B`), readable by load."""
-
-    def seconds(x: float) -> str:
-        return f"{x * 1e3:.6g} ms"
-
-    def fit(f: Fit) -> dict[str, Any]:
-        return {
-            "latency": seconds(f.latency),
-            "bandwidth": f"{f.bandwidth / 1e6:.6g} MB/s",
-            "r2": round(f.r2, 6),
-            "max_rel_residual": round(f.max_rel_residual, 6),
-            "points": [{"bytes": f"{p.bytes:.0f} B", "time": seconds(p.time)} for p in f.points],
-            **({"measurements": f.measurements} if f.measurements > 1 else {}),
-        }
-
     document: dict[str, Any] = {
         "version": 1,
         "kind": "trainscale-profile",
         "created": profile.created,
         "machine": profile.machine.model_dump(),
-        "compute": [
-            {
-                "model": e.model,
-                "batch_per_worker": e.batch_per_worker,
-                "dtype": e.dtype,
-                "processes": e.processes,
-                "servers": e.servers,
-                **({"micro_batches": e.micro_batches} if e.micro_batches > 1 else {}),
-                **({"fed": True} if e.fed else {}),
-                **({"gradients_only": True} if e.gradients_only else {}),
-                **({"in_graph": True} if e.in_graph else {}),
-                "step_time": seconds(e.step_time),
-                **({"p10": seconds(e.p10)} if e.p10 is not None else {}),
-                **({"p90": seconds(e.p90)} if e.p90 is not None else {}),
-                "steps": e.steps,
-                **({"startup": seconds(e.startup)} if e.startup is not None else {}),
-            }
-            for e in profile.compute
-        ],
+        "compute": [e.to_document() for e in profile.compute],
     }
     if profile.transfer is not None:
-        document["transfer"] = fit(profile.transfer)
+        document["transfer"] = profile.transfer.to_document()
     if profile.exchange is not None:
-        document["exchange"] = fit(profile.exchange)
+        document["exchange"] = profile.exchange.to_document()
     if profile.messages is not None:
-        m = profile.messages
-        document["messages"] = {
-            "first": seconds(m.first),
-            "chained": seconds(m.chained),
-            "chain": m.chain,
-            "samples": m.samples,
-        }
-    document["allreduce"] = [{"workers": f.workers, **fit(f)} for f in profile.allreduce]
+        document["messages"] = profile.messages.to_document()
+    document["allreduce"] = [f.to_document() for f in profile.allreduce]
     if profile.in_graph:
-        document["in_graph"] = [{"workers": f.workers, **fit(f)} for f in profile.in_graph]
+        document["in_graph"] = [f.to_document() for f in profile.in_graph]
     if profile.coordinator is not None:
-        c = profile.coordinator
-        document["coordinator"] = {
-            "dispatch": seconds(c.dispatch),
-            "call": seconds(c.call),
-            **({"queued": seconds(c.queued)} if c.queued is not None else {}),
-            "samples": c.samples,
-        }
+        document["coordinator"] = profile.coordinator.to_document()
     if profile.updates:
-        document["updates"] = [
-            {
-                "model": u.model,
-                "dtype": u.dtype,
-                "servers": u.servers,
-                "time": seconds(u.time),
-                **({"p10": seconds(u.p10)} if u.p10 is not None else {}),
-                **({"p90": seconds(u.p90)} if u.p90 is not None else {}),
-                "samples": u.samples,
-                **{
-                    name: seconds(getattr(u, name))
-                    for name in (*CLOSURES, *CLOSURES_CPU)
-                    if getattr(u, name) is not None
-                },
-            }
-            for u in profile.updates
-        ]
+        document["updates"] = [u.to_document() for u in profile.updates]
     if profile.restarts:
-        document["restarts"] = [
-            {
-                "model": r.model,
-                "batch_per_worker": r.batch_per_worker,
-                "dtype": r.dtype,
-                "strategy": r.strategy,
-                "workers": r.workers,
-                "servers": r.servers,
-                "time": seconds(r.time),
-                "samples": r.samples,
-            }
-            for r in profile.restarts
-        ]
+        document["restarts"] = [r.to_document() for r in profile.restarts]
     if profile.convergence:
-        document["convergence"] = [
-            {
-                "model": c.model,
-                "data": c.data,
-                "fit": c.fit.model_dump(exclude={"name", "base"}),
-                "rms": c.rms,
-                **({"eval_s": c.eval_s} if c.eval_s is not None else {}),
-                "curves": [curve.model_dump() for curve in c.curves],
-            }
-            for c in profile.convergence
-        ]
+        document["convergence"] = [c.to_document() for c in profile.convergence]
     return yaml.safe_dump(document, sort_keys=False, width=100)
