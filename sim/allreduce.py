@@ -35,10 +35,6 @@ class AllreduceTraining(Training):
         self.buckets = sim.compute.buckets(spec.fusion_buffer, spec.overlap)
         self.algorithm = ALGORITHMS[spec.algorithm]
         self.ranks = list(range(sim.workers))
-        # in graph on the calibrated machine: the measured all-reduce among one process's
-        # devices, which crosses no process (sim/costs/measured.py)
-        cal = sim.costs.calibration
-        self.in_graph = cal.in_graph if cal is not None else None
         self.ready = PerStep(sim.env, sim.workers)
         self.done = Events(sim.env)
         self.spans: dict[int, list[Span]] = {}
@@ -54,9 +50,11 @@ class AllreduceTraining(Training):
                 for bucket in self.buckets:
                     yield self.ready(step, bucket.index).event
                     start = env.now
-                    if self.in_graph is not None:
-                        fit = self.in_graph
-                        yield env.timeout(fit.latency + bucket.nbytes / fit.bandwidth)
+                    # in graph on the calibrated machine: the measured all-reduce among one
+                    # process's devices, which crosses no process
+                    in_graph_s = sim.costs.in_graph_s(bucket.nbytes)
+                    if in_graph_s is not None:
+                        yield env.timeout(in_graph_s)
                     else:
                         yield from self.algorithm(net, self.ranks, bucket.nbytes, costs)
                     spans.append((vocab.ALLREDUCE, start, env.now))

@@ -102,21 +102,6 @@ def update_ends(spec: ScenarioSpec, outcome: SimulationOutcome) -> np.ndarray:
     return np.concatenate([ends, ends[-1] + interval * np.arange(1, n - len(ends) + 1)])
 
 
-def eval_seconds(spec: ScenarioSpec, forward_s: float) -> float:
-    """One evaluation: the held-out samples through the forward pass of one worker,
-    whose batch's forward takes `forward_s`."""
-    return forward_s * spec.training.eval_samples / spec.training.batch_per_worker
-
-
-def eval_time(spec: ScenarioSpec, forward_s: float, profile: Any = None) -> float:
-    """Seconds one evaluation takes: a calibration profile's measured time for the model
-    and data, else one worker's forward pass over the held-out samples."""
-    calibrated = profile.convergence_for(spec.model.name, spec.training.data) if profile else None
-    if calibrated is not None and calibrated.eval_s is not None:
-        return float(calibrated.eval_s)
-    return eval_seconds(spec, forward_s)
-
-
 def held_by_engine(spec: ScenarioSpec) -> bool:
     """Whether the event engine holds the job for each evaluation itself: asynchronous
     parameter servers, whose coordinator evaluates behind a barrier (sim/ps.py), as
@@ -137,11 +122,11 @@ def held_by_engine(spec: ScenarioSpec) -> bool:
 
 
 def target_curve(
-    spec: ScenarioSpec, outcome: SimulationOutcome, forward_s: float, profile: Any = None
+    spec: ScenarioSpec, outcome: SimulationOutcome, evaluation_s: float, profile: Any = None
 ) -> dict[str, np.ndarray] | None:
-    """The point's curve at every evaluation, or None where it has no target. A
-    calibration profile's fit for the model and data wins over `model.convergence`, and
-    its measured evaluation time over one worker's forward pass."""
+    """The point's curve at every evaluation (each `evaluation_s` long: the cost model's
+    `evaluation_s`), or None where it has no target. A calibration profile's fit for the
+    model and data wins over `model.convergence`."""
     target = spec.training.target
     if target is None:
         return None
@@ -162,7 +147,7 @@ def target_curve(
         updates_of(spec, outcome),
         update_ends(spec, outcome),
         spec.training.evaluation.every_steps,
-        eval_time(spec, forward_s, profile),
+        evaluation_s,
         measure_begin(spec, outcome),
         held=held_by_engine(spec),
     )

@@ -59,9 +59,9 @@ def collective_time(sim: Simulation, nbytes: float) -> tuple[float, float]:
     """Seconds one all-reduce of `nbytes` takes on the idle network, and the bytes it puts
     on the network between hosts. In graph on the calibrated machine: the measured
     all-reduce among one process's devices (sim/allreduce.py), nothing between hosts."""
-    cal = sim.costs.calibration
-    if cal is not None and cal.in_graph is not None:
-        return cal.in_graph.latency + nbytes / cal.in_graph.bandwidth, 0.0
+    in_graph_s = sim.costs.in_graph_s(nbytes)
+    if in_graph_s is not None:
+        return in_graph_s, 0.0
     env = simpy.Environment()
     net = make_network(sim.spec.sim.network_model, env, sim.topology)
     algorithm = ALGORITHMS[sim.spec.strategy.algorithm]

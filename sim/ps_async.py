@@ -18,7 +18,7 @@ import simpy
 
 from scenarios import vocab
 
-from .convergence import eval_time, held_by_engine
+from .convergence import held_by_engine
 from .ps_dataflow import server_parts
 from .training import Process, Training, Worker
 
@@ -126,9 +126,7 @@ class AsynchronousTraining(Training):
         self.barrier: EvaluationBarrier | None = None
         every = sim.spec.training.evaluation.every_steps
         if held_by_engine(sim.spec) and every:
-            profile = sim.costs.calibration.profile if sim.costs.calibration else None
-            seconds = eval_time(sim.spec, float(sim.compute.forward_s.sum()), profile)
-            self.barrier = EvaluationBarrier(sim, every, seconds)
+            self.barrier = EvaluationBarrier(sim, every, sim.costs.evaluation_s)
         self.workers = [Worker(self, w) for w in range(sim.workers)]
 
     def first_step(self, worker: Worker) -> int:

@@ -54,7 +54,7 @@ class Dataflow:
         shards = len(dealt.shards)
         # a calibration profile measured run-real's closures, which move the whole model
         # in one call each way: there a step pulls it all, computes, and pushes it all
-        calibrated = sim.costs.calibration is not None
+        calibrated = sim.costs.whole_model_closures
         explicit = "fusion_buffer" in spec.model_fields_set
         # each group is a flow per pushing node and shard each way: the default grouping
         # keeps a step's flows within FLOW_BUDGET (the flow network's cost grows with them)

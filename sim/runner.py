@@ -27,7 +27,7 @@ from workloads.convergence import curve_frame
 from workloads.pipeline import fits_line, memory_summary
 from workloads.schedule import schedule_of
 
-from .convergence import eval_time, run_columns, target_columns, target_curve, timed_steps
+from .convergence import run_columns, target_columns, target_curve, timed_steps
 from .failures import daly_interval, young_interval
 from .metrics import summarize
 from .simulation import Simulation
@@ -329,11 +329,10 @@ def _replicate(
     calibration = sim.costs.summary(timed)
     outcome = sim.run()
     row = summarize(timed, outcome)
-    forward_s = float(sim.costs.compute.forward_s.sum())
-    curve = target_curve(spec, outcome, forward_s, profile)
+    evaluation_s = sim.costs.evaluation_s
+    curve = target_curve(spec, outcome, evaluation_s, profile)
     columns, why = target_columns(spec, curve)
     row.update(columns)
-    evaluation_s = eval_time(spec, forward_s, profile)
     row.update(run_columns(spec, timed.training.steps, row, curve, evaluation_s))
     curve_rows = None
     if curve is not None:

@@ -239,8 +239,7 @@ def test_a_long_run_to_a_target_times_its_first_steps_and_says_so(tmp_path: Path
     target is the closed form (step time x measured updates + evaluations) and that of
     the run that times every step."""
     from scenarios import load
-    from sim.convergence import eval_seconds
-    from sim.costs import cost_model
+    from sim.costs import cost_model, evaluation_seconds
 
     path = tmp_path / "long.yaml"
     path.write_text(LONG)
@@ -266,7 +265,7 @@ def test_a_long_run_to_a_target_times_its_first_steps_and_says_so(tmp_path: Path
     assert a.steps_to_target == b.steps_to_target == 2250
     assert a.time_to_target_s == pytest.approx(b.time_to_target_s, rel=1e-12)
     spec = load(path).points[0].spec
-    evaluation = eval_seconds(spec, float(cost_model(spec, None).compute.forward_s.sum()))
+    evaluation = evaluation_seconds(spec, float(cost_model(spec, None).compute.forward_s.sum()))
     measured = a.steps_to_target - spec.training.warmup_steps
     evaluations = a.steps_to_target // spec.training.evaluation.every_steps
     closed = a.step_time_mean_s * measured + evaluations * evaluation

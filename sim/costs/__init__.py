@@ -17,7 +17,7 @@ from typing import Any
 
 from scenarios import catalog
 from scenarios.cluster import ClusterSpec
-from scenarios.profile import Profile, load_profile
+from scenarios.profile import Fit, Profile, load_profile
 from scenarios.spec import ScenarioSpec
 from scenarios.units import parse
 
@@ -115,7 +115,22 @@ class CostModel:
     compute_rate: float | None = None
     # a pipeline stage's core, for each activation or gradient it sends or receives
     stage_message_s: float = 0.0
-    calibration: Calibration | None = None
+    # one evaluation of the held-out samples: a calibration's measured time for the model
+    # and data, else one worker's forward pass over them
+    evaluation_s: float = 0.0
+    # in graph on the calibrated machine: the measured all-reduce among one process's
+    # devices, which crosses no process; None: the collective runs over the fabric
+    in_graph: Fit | None = None
+    # a calibration measured run-real's closures, which move the whole model in one call
+    # each way: a parameter-server step then pulls it all, computes, and pushes it all
+    whole_model_closures: bool = False
+    calibration: Calibration | None = None  # for `summary` alone: the engine never reads it
+
+    def in_graph_s(self, nbytes: float) -> float | None:
+        """Seconds an in-graph all-reduce of `nbytes` takes on the calibrated machine, or
+        None where the collective runs over the links."""
+        fit = self.in_graph
+        return None if fit is None else fit.latency + nbytes / fit.bandwidth
 
     def summary(self, spec: ScenarioSpec) -> dict[str, Any] | None:
         """meta.json's account of the calibration profile's numbers, if one was named."""
@@ -129,6 +144,7 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
         profile = load_profile(spec.cluster.profile)
     cal = calibrate(spec, profile)
     compute = ComputeModel(spec, cal.step_s if cal else None)
+    evaluation_s = evaluation_time(spec, float(compute.forward_s.sum()), profile)
     if cal is None:
         nccl = catalog.entry("collective", "nccl")
         return CostModel(
@@ -137,6 +153,7 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
             servers=ServerCosts(),
             restart_s=spec.checkpoint.restart_overhead,
             collective=_collective(spec, nccl),
+            evaluation_s=evaluation_s,
         )
     # on the calibrated machine compute is CPU work the transfers share the cores with: a
     # second of measured compute is this many bytes in the cores' unit (the cores the
@@ -175,8 +192,26 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
         restart_s=cal.restart_s if cal.restart_s is not None else spec.checkpoint.restart_overhead,
         compute_rate=compute_rate,
         stage_message_s=cal.stage_message_s,
+        evaluation_s=evaluation_s,
+        in_graph=cal.in_graph,
+        whole_model_closures=True,
         calibration=cal,
     )
+
+
+def evaluation_seconds(spec: ScenarioSpec, forward_s: float) -> float:
+    """One evaluation: the held-out samples through the forward pass of one worker,
+    whose batch's forward takes `forward_s`."""
+    return forward_s * spec.training.eval_samples / spec.training.batch_per_worker
+
+
+def evaluation_time(spec: ScenarioSpec, forward_s: float, profile: Any = None) -> float:
+    """Seconds one evaluation takes: a calibration profile's measured time for the model
+    and data, else one worker's forward pass over the held-out samples."""
+    calibrated = profile.convergence_for(spec.model.name, spec.training.data) if profile else None
+    if calibrated is not None and calibrated.eval_s is not None:
+        return float(calibrated.eval_s)
+    return evaluation_seconds(spec, forward_s)
 
 
 def _collective(spec: ScenarioSpec, nccl: dict[str, Any]) -> CollectiveCosts:
