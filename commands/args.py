@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from importlib import metadata
 
+from scenarios import vocab
+
 try:
     VERSION = metadata.version("trainscale")
 except metadata.PackageNotFoundError:  # run from a checkout that was never installed
@@ -56,6 +58,17 @@ def scenario_parser(
     )
     add_force(parser)
     return parser
+
+
+def add_steps(parser: argparse.ArgumentParser) -> None:
+    """--steps summary|all: the form of steps.csv a backend writes (results/steps.py)."""
+    parser.add_argument(
+        "--steps",
+        choices=list(vocab.STEPS_FORMS),
+        default=vocab.STEPS_SUMMARY,
+        help="steps.csv: one row per step, the workers summed up (summary, the default), "
+        "or one row per worker and step (all)",
+    )
 
 
 def add_force(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from commands.args import scenario_parser
+from commands.args import add_steps, scenario_parser
 from results.files import (
     claim_output,
     origin,
@@ -51,13 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         ],
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    parser.add_argument(
-        "--steps",
-        choices=list(vocab.STEPS_FORMS),
-        default=vocab.STEPS_SUMMARY,
-        help="steps.csv: one row per step, the workers summed up (summary, the default), "
-        "or one row per worker and step (all)",
-    )
+    add_steps(parser)
     parser.add_argument(
         "--engine",
         choices=["local", "spark"],

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from commands.args import scenario_parser
+from commands.args import add_steps, scenario_parser
 from results.files import claim_output, origin, provenance, write_run
 from scenarios import UserError, load, vocab
 from scenarios.backends import AUTO_TIMED_STEPS
@@ -44,13 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs", metavar="N", type=int, default=1, help="simulate N points in parallel (default 1)"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no table")
-    parser.add_argument(
-        "--steps",
-        choices=list(vocab.STEPS_FORMS),
-        default=vocab.STEPS_SUMMARY,
-        help="steps.csv: one row per step, the workers summed up (summary, the default), "
-        "or one row per worker and step (all)",
-    )
+    add_steps(parser)
     parser.add_argument(
         "--defaults",
         choices=["sim", "real"],
