@@ -42,28 +42,38 @@ class AllreduceTraining(Training):
         self.spawn(self.communicate())
 
     def communicate(self) -> Process:
-        sim, env, net = self.sim, self.sim.env, self.sim.network
-        costs = sim.costs.collective
+        sim, env = self.sim, self.sim.env
         try:
             for step in range(self.start_step, sim.total_steps):
                 spans: list[Span] = []
                 for bucket in self.buckets:
                     yield self.ready(step, bucket.index).event
                     start = env.now
-                    # in graph on the calibrated machine: the measured all-reduce among one
-                    # process's devices, which crosses no process
-                    in_graph_s = sim.costs.in_graph_s(bucket.nbytes)
-                    if in_graph_s is not None:
-                        yield env.timeout(in_graph_s)
-                    else:
-                        yield from self.algorithm(net, self.ranks, bucket.nbytes, costs)
+                    yield from self.reduce(bucket.nbytes)
                     spans.append((vocab.ALLREDUCE, start, env.now))
+                yield from self.after_reducing(spans)
                 self.ready.drop(step)
                 self.spans[step] = spans
                 yield from sim.end_of_step(step)
                 self.done(step).succeed()
         except simpy.Interrupt:
             return
+
+    def reduce(self, nbytes: float) -> Process:
+        """One bucket's collective: the all-reduce."""
+        sim = self.sim
+        # in graph on the calibrated machine: the measured all-reduce among one process's
+        # devices, which crosses no process
+        in_graph_s = sim.costs.in_graph_s(nbytes)
+        if in_graph_s is not None:
+            yield sim.env.timeout(in_graph_s)
+        else:
+            yield from self.algorithm(sim.network, self.ranks, nbytes, sim.costs.collective)
+
+    def after_reducing(self, spans: list[Span]) -> Process:
+        """What a step does once its last bucket is reduced, before the step ends: here
+        nothing (every worker applies the averaged gradients itself)."""
+        yield from ()
 
     def run_step(self, worker: Worker, step: int) -> Process:
         sim, env = self.sim, self.sim.env

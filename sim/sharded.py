@@ -45,29 +45,19 @@ def sharded_training(sim: Simulation, start_step: int) -> Training:
 
 
 class ShardedUpdate(AllreduceTraining):
-    """ZeRO stages 1 and 2: the all-reduce's two halves with the update between them."""
+    """ZeRO stages 1 and 2: the all-reduce's two halves with the update between them: each
+    bucket reduce-scattered, and once the last is, the updated shards all-gathered."""
 
-    def communicate(self) -> Process:
-        sim, env, net = self.sim, self.sim.env, self.sim.network
-        costs = sim.costs.collective
+    def reduce(self, nbytes: float) -> Process:
+        sim = self.sim
+        yield from ring_reduce_scatter(sim.network, self.ranks, nbytes, sim.costs.collective)
+
+    def after_reducing(self, spans: list[Span]) -> Process:
+        sim = self.sim
         params = float(sim.compute.params.sum() * sim.compute.bytes_per_param)
-        try:
-            for step in range(self.start_step, sim.total_steps):
-                spans: list[Span] = []
-                for bucket in self.buckets:
-                    yield self.ready(step, bucket.index).event
-                    start = env.now
-                    yield from ring_reduce_scatter(net, self.ranks, bucket.nbytes, costs)
-                    spans.append((vocab.ALLREDUCE, start, env.now))
-                start = env.now  # each worker updated its shard: gather the parameters
-                yield from ring_all_gather(net, self.ranks, params, costs)
-                spans.append((vocab.PULL, start, env.now))
-                self.ready.drop(step)
-                self.spans[step] = spans
-                yield from sim.end_of_step(step)
-                self.done(step).succeed()
-        except simpy.Interrupt:
-            return
+        start = sim.env.now  # each worker updated its shard: gather the parameters
+        yield from ring_all_gather(sim.network, self.ranks, params, sim.costs.collective)
+        spans.append((vocab.PULL, start, sim.env.now))
 
 
 class FullySharded(Training):

@@ -45,24 +45,32 @@ class Strategy(Protocol):
         ...
 
 
-class AllReduce:
+class _Strategy:
+    """What most kinds answer: the same strategy on one worker, no lockstep engine, and
+    every failure fatal."""
+
+    def baseline(self, strategy: StrategySpec) -> StrategySpec:
+        return strategy
+
+    def lockstep(self, strategy: StrategySpec) -> bool:
+        return False
+
+    def survives(self, role: str, index: int) -> bool:
+        return False
+
+
+class AllReduce(_Strategy):
     """Every worker all-reduces its gradients (sim/allreduce.py); any failure stops the
     job (a collective waits for every worker)."""
 
     def training(self, sim: Simulation, start_step: int) -> Training:
         return AllreduceTraining(sim, start_step)
 
-    def baseline(self, strategy: StrategySpec) -> StrategySpec:
-        return strategy
-
     def lockstep(self, strategy: StrategySpec) -> bool:
         return strategy.sync
 
-    def survives(self, role: str, index: int) -> bool:
-        return False
 
-
-class ParameterServers:
+class ParameterServers(_Strategy):
     """Workers push to and pull from parameter servers (sim/ps.py): a non-chief worker is
     stateless and rejoins; a server or the chief takes the job down."""
 
@@ -76,14 +84,11 @@ class ParameterServers:
             else strategy
         )
 
-    def lockstep(self, strategy: StrategySpec) -> bool:
-        return False
-
     def survives(self, role: str, index: int) -> bool:
         return role == "worker" and index != 0
 
 
-class Pipeline:
+class Pipeline(_Strategy):
     """Stages of the model on devices of their own (sim/pipeline.py); its one-worker
     baseline is the whole model on one device, as it would fit."""
 
@@ -93,44 +98,20 @@ class Pipeline:
     def baseline(self, strategy: StrategySpec) -> StrategySpec:
         return StrategySpec()
 
-    def lockstep(self, strategy: StrategySpec) -> bool:
-        return False
 
-    def survives(self, role: str, index: int) -> bool:
-        return False
-
-
-class Independent:
+class Independent(_Strategy):
     """Trials on the worker slots, each training alone (sim/independent.py)."""
 
     def training(self, sim: Simulation, start_step: int) -> Training:
         return IndependentTrials(sim, start_step)
 
-    def baseline(self, strategy: StrategySpec) -> StrategySpec:
-        return strategy
 
-    def lockstep(self, strategy: StrategySpec) -> bool:
-        return False
-
-    def survives(self, role: str, index: int) -> bool:
-        return False
-
-
-class Sharded:
+class Sharded(_Strategy):
     """The model's state divided among the workers (sim/sharded.py, ZeRO's stages); like
     all-reduce, any failure stops the job."""
 
     def training(self, sim: Simulation, start_step: int) -> Training:
         return sharded_training(sim, start_step)
-
-    def baseline(self, strategy: StrategySpec) -> StrategySpec:
-        return strategy
-
-    def lockstep(self, strategy: StrategySpec) -> bool:
-        return False
-
-    def survives(self, role: str, index: int) -> bool:
-        return False
 
 
 #: the strategies by `strategy.kind`
