@@ -7,7 +7,7 @@ one worker's batch when asynchronous) and its gradient's staleness (recorded per
 `scenarios.convergence` turns them into the metric at every evaluation. An evaluation
 reads the held-out samples through one worker's forward pass and holds up the job while
 it runs, as run-real's do: under asynchronous parameter servers the event engine holds
-it behind a barrier (sim/ps.py: the updates in flight end, then it runs); elsewhere each
+it behind a barrier (sim/ps_async.py: the updates in flight end, then it runs); elsewhere each
 evaluation delays every update after it by its time. Times count from the start of the
 measured steps, as `training_time_s` does (the warm-up steps' updates count towards the
 target; their time, which on a real machine includes tracing the step, does not).
@@ -104,7 +104,7 @@ def update_ends(spec: ScenarioSpec, outcome: SimulationOutcome) -> np.ndarray:
 
 def held_by_engine(spec: ScenarioSpec) -> bool:
     """Whether the event engine holds the job for each evaluation itself: asynchronous
-    parameter servers, whose coordinator evaluates behind a barrier (sim/ps.py), as
+    parameter servers, whose coordinator evaluates behind a barrier (sim/ps_async.py), as
     run-real's does, where the engine times every update: no failures, `timed_steps`
     cuts nothing, and a number of `sim.timed_steps` is above the steps (`timed_spec`
     cuts a longer run to exactly that many, and sets it: the curve of a cut run charges

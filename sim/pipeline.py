@@ -21,7 +21,7 @@ step); a micro-batch's all-reduces of a stage are merged into one per direction.
 Once a stage's last backward is done, its gradients (each share's) are all-reduced among
 the replicas (`strategy.algorithm`), and its step ends; a job's step ends when every
 device's has. With parameter servers (`strategy.servers` given) the model's variables are
-dealt to the servers (`partition`, by the deal `sim/ps.py` uses: `sim/shards.py`), each on
+dealt to the servers (`partition`, by the parameter server's deal: `sim/shards.py`), each on
 a host of its own (a `ServerGroup`, `sim/ps_servers.py`); a device instead pushes its
 share of its stage's gradients to the servers holding them, all at once; once every
 replica of that stage and share has pushed, the update is applied and each pulls its
