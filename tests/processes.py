@@ -69,6 +69,37 @@ def workers_alive() -> list[int]:
     return tagged(os.environ[TAG], command="real.process.worker")
 
 
+def on_terminal(
+    command: list[str], timeout: float, env: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """Run `command` from the checkout with its stderr on a pseudo-terminal of 40 x 160
+    characters (stdout piped, as a user's progress bar sees it); its exit status and all
+    it wrote on the terminal."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=follower, cwd=ROOT, env=env
+    ) as proc:
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the child closed its end
+                break
+            if not chunk:
+                break
+            seen += chunk
+        proc.communicate(timeout=timeout)
+    os.close(leader)
+    return proc.returncode, seen.decode(errors="replace")
+
+
 def run_real(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
     """`run-real ARGS` from the checkout, as a test starts it (tagged by its environment)."""
     return subprocess.run(  # type: ignore[call-overload, no-any-return]

@@ -298,39 +298,17 @@ def test_no_target_no_target_columns(scenario: Path, tmp_path: Path) -> None:
 def test_progress_moves_within_a_point_on_a_terminal(tmp_path: Path) -> None:
     """On a terminal the bar counts simulated steps, so a single long point moves it;
     piped, stderr stays empty."""
-    import fcntl
     import os
-    import pty
-    import struct
-    import termios
+
+    from processes import on_terminal
 
     path = tmp_path / "long.yaml"
     path.write_text(LONG)
     sets = ["--set", "sim.timed_steps=all", "--set", "training.target=null"]
-    leader, follower = pty.openpty()  # a terminal of 40 x 160 characters
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
     env = {**os.environ, "TQDM_MININTERVAL": "0"}  # every update drawn
-    with subprocess.Popen(
-        [sys.executable, "-m", "sim.cli", str(path), "--out", str(tmp_path / "o"), *sets],
-        stdout=subprocess.PIPE,
-        stderr=follower,
-        cwd=ROOT,
-        env=env,
-    ) as proc:
-        os.close(follower)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # the child closed its end
-                break
-            if not chunk:
-                break
-            seen += chunk
-        proc.communicate(timeout=120)
-    os.close(leader)
-    assert proc.returncode == 0
-    text = seen.decode(errors="replace")
+    command = [sys.executable, "-m", "sim.cli", str(path), "--out", str(tmp_path / "o"), *sets]
+    code, text = on_terminal(command, 120, env)
+    assert code == 0
     counts = {float(m) for m in re.findall(r"([\d.]+)k/3\.00k", text)}  # thousands
     assert any(0 < c < 3 for c in counts), text[-2000:]  # within the one point
     assert "base, simulated" in text

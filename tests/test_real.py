@@ -22,7 +22,15 @@ import pytest
 pytest.importorskip("tensorflow")
 
 from jobs import PS_FAILURES, check_ps_failures  # noqa: E402
-from processes import TAG, kill_tagged, new_tag, run_real, tagged, workers_alive  # noqa: E402
+from processes import (  # noqa: E402
+    TAG,
+    kill_tagged,
+    new_tag,
+    on_terminal,
+    run_real,
+    tagged,
+    workers_alive,
+)
 
 from real.job import Job  # noqa: E402
 from real.launcher import Launcher, RunError  # noqa: E402
@@ -582,31 +590,11 @@ def test_steps_summary_by_default_and_phases_on_a_terminal(scenario: Path, tmp_p
     """By default steps.csv holds a row per step (the workers summed up); on a terminal
     each part of a point's run is a line on stderr as it starts, with the 1-worker
     baseline named."""
-    import fcntl
-    import pty
-    import struct
-    import termios
-
     out = tmp_path / "out"
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
     sets = ["--set", "real.baseline=true", "--set", "training.steps=4"]
     command = [sys.executable, "-m", "real.cli", str(scenario), "--out", str(out), *sets]
-    with subprocess.Popen(command, stderr=follower, stdout=subprocess.PIPE, cwd=ROOT) as proc:
-        os.close(follower)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # the child closed its end
-                break
-            if not chunk:
-                break
-            seen += chunk
-        proc.communicate(timeout=600)
-    os.close(leader)
-    text = seen.decode(errors="replace")
-    assert proc.returncode == 0, text[-2000:]
+    code, text = on_terminal(command, 600)
+    assert code == 0, text[-2000:]
     assert "run-real: base: run 1 of 1" in text and "run-real: base: baseline (1 worker)" in text
     steps = pd.read_csv(out / vocab.STEPS_FILE)
     assert list(steps.columns) == [*vocab.STEP_SUMMARY_COLUMNS, "loss"]
