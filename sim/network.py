@@ -5,6 +5,16 @@ Collectives and parameter servers only call
     transfer(src, dst, nbytes, messages=1) -> simpy.Event
     transfers(pairs, nbytes, messages=1) -> simpy.Event   # a batch; fires when all are done
 
+and, on the calibrated machine, where work on a host's cores shares them with the transfers
+in flight, the engine and the parameter servers call
+
+    compute(worker, seconds) -> simpy.Event         # a worker's measured compute
+    closure(node, seconds, nbytes) -> simpy.Event   # a parameter-server closure's pull or push
+
+which the network turns into flows of its own on the cores' links (`Topology.compute_route`,
+`Topology.cores_route`), in its units (bytes of what the cores move). Nothing else starts
+a flow.
+
 A transfer pays `messages` times the route's latency, then moves `nbytes` over the route's
 links. `messages > 1` lets one flow stand for a pipeline of back-to-back messages over the
 same link (the N - 1 steps of a ring phase): each pays the latency once, the bytes flow as
@@ -19,6 +29,7 @@ Two back ends, chosen by `sim.network_model`:
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -34,9 +45,15 @@ Pair = tuple[int, int]
 class Network(ABC):
     """Common bookkeeping: bytes that crossed host NICs."""
 
-    def __init__(self, env: simpy.Environment, topology: Topology):
+    def __init__(
+        self, env: simpy.Environment, topology: Topology, compute_rate: float | None = None
+    ):
+        """`compute_rate`: on the calibrated machine, bytes (in the cores' unit) one second
+        of a worker's measured compute is (the cost model's `compute_rate`); None where
+        compute does not share the cores with transfers."""
         self.env = env
         self.topology = topology
+        self.compute_rate = compute_rate
         self.bytes_on_network = 0.0
 
     def transfer(
@@ -63,8 +80,31 @@ class Network(ABC):
         hosts, in place of the route's own latency (a collective library's per-step
         latency). `reduce`: the receivers reduce what arrives (through their memory)."""
 
+    def compute(self, worker: int, seconds: float) -> simpy.Event:
+        """`seconds` of the worker's measured compute, as CPU work on its host's cores: one
+        flow of `seconds x compute_rate` over its core and the host's loopback, which the
+        transfers in flight share. Beside as many workers computing as when it was
+        measured, and nothing else, it takes `seconds`. Needs a `compute_rate`."""
+        route = self.topology.compute_route(worker)
+        assert route is not None, "a compute rate comes with the workers' cores"
+        assert self.compute_rate is not None, "compute shares no cores without a compute rate"
+        return self._flow(route, seconds * self.compute_rate)
+
+    def closure(self, node: int, seconds: float, nbytes: float) -> simpy.Event:
+        """A parameter-server closure's pull or push from `node`, which alone takes
+        `seconds` (the closure probe's time) and moves `nbytes` (the model's): the bytes
+        as one flow on the host's cores, after a wait for the rest of the probe's time
+        (its round trips). Beside other flows in flight on the host the bytes share the
+        cores and slow as they do; the round trips do not. A probe time shorter than the
+        bytes take at the cores' rate is all flow (sized to take that time alone)."""
+        route = self.topology.cores_route(node)
+        rate = self.topology.narrowest(route)
+        moving_s = min(seconds, nbytes / rate)
+        waiting = dataclasses.replace(route, latency=route.latency + seconds - moving_s)
+        return self._flow(waiting, moving_s * rate)
+
     @abstractmethod
-    def flow(self, route: Route, nbytes: float) -> simpy.Event:
+    def _flow(self, route: Route, nbytes: float) -> simpy.Event:
         """Move nbytes along one given route (no latency beyond the route's own)."""
 
     def cancel(self, event: simpy.Event) -> None:  # noqa: B027 - a no-op by default
@@ -109,7 +149,7 @@ class AnalyticalNetwork(Network):
             longest = max(longest, moved)
         return self.env.timeout(longest)
 
-    def flow(self, route: Route, nbytes: float) -> simpy.Event:
+    def _flow(self, route: Route, nbytes: float) -> simpy.Event:
         return self.env.timeout(route.latency + nbytes / self.topology.narrowest(route))
 
 
@@ -176,8 +216,10 @@ class FlowNetwork(Network):
     array operations and a single SimPy event.
     """
 
-    def __init__(self, env: simpy.Environment, topology: Topology):
-        super().__init__(env, topology)
+    def __init__(
+        self, env: simpy.Environment, topology: Topology, compute_rate: float | None = None
+    ):
+        super().__init__(env, topology, compute_rate)
         self._paths = np.empty((0, topology.max_path), dtype=np.int64)
         self._remaining = np.empty(0)
         self._rates = np.empty(0)
@@ -227,7 +269,7 @@ class FlowNetwork(Network):
             plan = plan._replace(latency=np.where(plan.inter_host, step[1], step[0]))
         return self._submit(plan, sizes, messages, setup)
 
-    def flow(self, route: Route, nbytes: float) -> simpy.Event:
+    def _flow(self, route: Route, nbytes: float) -> simpy.Event:
         plan = _Plan(
             np.zeros(1, dtype=np.int64),
             route.padded.reshape(1, -1),
@@ -362,10 +404,13 @@ class FlowNetwork(Network):
                 batch.event.succeed()
 
 
-def make_network(model: str, env: simpy.Environment, topology: Topology) -> Network:
-    """The back end named by `sim.network_model`."""
+def make_network(
+    model: str, env: simpy.Environment, topology: Topology, compute_rate: float | None = None
+) -> Network:
+    """The back end named by `sim.network_model`; `compute_rate`: the cost model's, where
+    compute shares the hosts' cores with the transfers (`Network.compute`)."""
     if model == "analytical":
-        return AnalyticalNetwork(env, topology)
+        return AnalyticalNetwork(env, topology, compute_rate)
     if model == "flow":
-        return FlowNetwork(env, topology)
+        return FlowNetwork(env, topology, compute_rate)
     raise ValueError(f"unknown network model {model!r}")

@@ -13,7 +13,6 @@ each other: there a node's pulls, and its pushes, go one after another (`in_orde
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -163,13 +162,6 @@ class ServerGroup:
 
     def closure_flow(self, node: int, alone_s: float) -> simpy.Event:
         """A closure's pull or push, which alone takes `alone_s` (the closure probe's
-        time): the model's bytes moved as one flow on the host's cores, after a wait for
-        the rest of the probe's time (its round trips). Beside other flows in flight on
-        the host the bytes share the cores and slow as they do; the round trips do not.
-        A probe time shorter than the bytes take at the cores' rate is all flow (sized to
-        take that time alone)."""
-        route = self.sim.topology.cores_route(node)
-        rate = self.sim.topology.narrowest(route)
-        moving_s = min(alone_s, self.total_bytes / rate)
-        waiting = dataclasses.replace(route, latency=route.latency + alone_s - moving_s)
-        return self.sim.network.flow(waiting, moving_s * rate)
+        time): the model's bytes on the host's cores, beside the other flows in flight
+        there, and the rest of the probe's time (its round trips) apart (`Network.closure`)."""
+        return self.sim.network.closure(node, alone_s, self.total_bytes)

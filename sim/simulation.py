@@ -72,7 +72,9 @@ class Simulation:
         # a pipeline's servers are dedicated (the only placement it takes)
         dedicated = strategy.parameter_servers if strategy.placement == "dedicated" else 0
         self.topology = Topology(spec.cluster, dedicated_servers=dedicated, links=self.costs.links)
-        self.network = make_network(spec.sim.network_model, self.env, self.topology)
+        self.network = make_network(
+            spec.sim.network_model, self.env, self.topology, self.compute_rate
+        )
         self.tracer: ChromeTracer | NullTracer = (
             ChromeTracer(spec.cluster.devices_per_host) if trace else NullTracer()
         )
@@ -141,11 +143,11 @@ class Simulation:
         """`seconds` of the worker's measured compute, stretched by `factor` (jitter x
         slowness), and `delay` seconds of a transient hiccup.
 
-        On the calibrated machine (`compute_rate`) the compute is CPU work: one flow on
-        the worker's core and the host's loopback, which the transfers in flight share.
-        Beside as many workers computing as when it was measured, and nothing else, it
-        takes `seconds`; beside fewer it takes less (a core each at most), beside
-        transfers more. A straggler then sleeps (factor - 1) x what its compute took,
+        On the calibrated machine (`compute_rate`) the compute is CPU work on the
+        worker's cores, which the transfers in flight share (`Network.compute`): beside
+        as many workers computing as when it was measured, and nothing else, it takes
+        `seconds`; beside fewer it takes less (a core each at most), beside transfers
+        more. A straggler then sleeps (factor - 1) x what its compute took,
         and the hiccup, as run-real injects them: a sleep holds no core, and jitter
         below 1 speeds nothing up. Elsewhere it is `seconds x factor + delay` of time."""
         env = self.env
@@ -153,12 +155,10 @@ class Simulation:
             if seconds * factor + delay > 0:
                 yield env.timeout(seconds * factor + delay)
             return
-        route = self.topology.compute_route(worker.index)
-        assert route is not None, "a compute rate comes with the workers' cores"
         took = 0.0
         if seconds > 0:
             start = env.now
-            event = self.network.flow(route, seconds * self.compute_rate)
+            event = self.network.compute(worker.index, seconds)
             worker.inflight.append(event)  # stopped if the worker fails
             yield event
             worker.inflight.remove(event)

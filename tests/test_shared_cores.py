@@ -63,7 +63,7 @@ def test_a_transfer_takes_its_share_from_compute(tmp_path: Path) -> None:
     sim = simulation(tmp_path, 3)
     u = 4e-3
     nbytes = CPUS * BETA_X / 3 * T + CPUS * BETA_X * u
-    pull = sim.network.flow(sim.topology.cores_route(2), nbytes)
+    pull = sim.network.closure(2, nbytes / (CPUS * BETA_X), nbytes)  # all of it a flow
     ends = finish_times(
         sim,
         {
@@ -76,7 +76,7 @@ def test_a_transfer_takes_its_share_from_compute(tmp_path: Path) -> None:
     # two workers on two cores: one computes on its core, the other's push gets the other
     # core's 120 MB/s, not both cores' 240 it has alone
     sim = simulation(tmp_path, 2)
-    push = sim.network.flow(sim.topology.cores_route(1), BETA_X * T)
+    push = sim.network.closure(1, T / CPUS, BETA_X * T)
     ends = finish_times(sim, {"w0": lambda: sim.busy(worker(0), T), "push": [push]})
     assert ends == pytest.approx({"w0": T, "push": T}, rel=1e-9)
 
