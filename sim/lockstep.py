@@ -162,8 +162,8 @@ def checkpoint_if_due(sim: Simulation, done: int, step_end: float) -> float:
     checkpoint counted on `sim`); `step_end` unchanged otherwise."""
     every = sim.checkpoint_every
     if every and done % every == 0:
-        step_end += sim.checkpoint_cost
-        sim.checkpoint_time += sim.checkpoint_cost
+        step_end += sim.costs.checkpoint_s
+        sim.checkpoint_time += sim.costs.checkpoint_s
         sim.checkpoints += 1
         sim.last_checkpoint = (done, step_end)
     return step_end

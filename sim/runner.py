@@ -140,10 +140,11 @@ def one_worker(spec: ScenarioSpec) -> ScenarioSpec:
 
 def checkpoint_advice(spec: ScenarioSpec, sim: Simulation, step_time: float) -> dict[str, Any]:
     """Young/Daly optimal checkpoint intervals beside the one the scenario uses."""
+    cost = sim.costs.checkpoint_s
     advice: dict[str, Any] = {
         "failure_free_step_time_s": step_time,
-        "checkpoint_cost_s": sim.checkpoint_cost,
-        "checkpoint_bytes": sim.checkpoint_bytes,
+        "checkpoint_cost_s": cost,
+        "checkpoint_bytes": sim.costs.checkpoint_bytes,
         "every_steps": spec.checkpoint.every_steps,
         "interval_used_s": spec.checkpoint.every_steps * step_time
         if spec.checkpoint.every_steps
@@ -156,9 +157,9 @@ def checkpoint_advice(spec: ScenarioSpec, sim: Simulation, step_time: float) -> 
         advice.update(
             {
                 "system_mtbf_s": mtbf,
-                "young_interval_s": young_interval(sim.checkpoint_cost, mtbf),
-                "daly_interval_s": daly_interval(sim.checkpoint_cost, mtbf),
-                "daly_interval_steps": daly_interval(sim.checkpoint_cost, mtbf) / step_time
+                "young_interval_s": young_interval(cost, mtbf),
+                "daly_interval_s": daly_interval(cost, mtbf),
+                "daly_interval_steps": daly_interval(cost, mtbf) / step_time
                 if step_time > 0
                 else None,
             }

@@ -92,11 +92,6 @@ class Simulation:
         # checkpoints and failures
         every = spec.checkpoint.every_steps
         self.checkpoint_every = every if not strategy.trains_alone else None
-        params, size = self.compute.params.sum(), self.compute.bytes_per_param
-        state = spec.training.optimizer_state  # per parameter; default one slot (momentum)
-        slots = 1 + 1  # parameters and one optimizer slot
-        self.checkpoint_bytes = slots * params * size if state is None else params * (size + state)
-        self.checkpoint_cost = self.checkpoint_bytes / spec.checkpoint.write_bandwidth
         self.last_checkpoint = (0, 0.0)  # (steps it holds, time it completed)
         self.checkpoint_time = 0.0
         self.checkpoints = 0
@@ -208,8 +203,8 @@ class Simulation:
             return
         held = self.completed
         start = self.env.now
-        yield self.env.timeout(self.checkpoint_cost)
-        self.checkpoint_time += self.checkpoint_cost
+        yield self.env.timeout(self.costs.checkpoint_s)
+        self.checkpoint_time += self.costs.checkpoint_s
         self.checkpoints += 1
         self.last_checkpoint = (held, self.env.now)
         self.tracer.span(0, vocab.CHECKPOINT, start, self.env.now)
@@ -224,8 +219,8 @@ class Simulation:
         self.completed = done  # a failure during the checkpoint loses this step too
         if self.checkpoint_every and done % self.checkpoint_every == 0:
             start = self.env.now
-            yield self.env.timeout(self.checkpoint_cost)
-            self.checkpoint_time += self.checkpoint_cost
+            yield self.env.timeout(self.costs.checkpoint_s)
+            self.checkpoint_time += self.costs.checkpoint_s
             self.checkpoints += 1
             self.last_checkpoint = (done, self.env.now)
             self.tracer.span(0, vocab.CHECKPOINT, start, self.env.now, step=step)

@@ -199,7 +199,7 @@ def test_adam_in_mixed_precision_holds_16_bytes_a_parameter(tmp_path: Path) -> N
     assert (use.weights, use.gradients, use.optimizer) == (2 * 12e6, 2 * 12e6, 12 * 12e6)
     assert use.weights + use.gradients + use.optimizer == 16 * 12e6
     sim = Simulation(load(path).points[0].spec)
-    assert sim.checkpoint_bytes == 12e6 * (2 + 12)  # the weights and the optimizer's state
+    assert sim.costs.checkpoint_bytes == 12e6 * (2 + 12)  # the weights and the optimizer's state
 
 
 def test_a_point_that_does_not_fit_is_marked_and_not_timed(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """What everything costs, in one place that the engine asks.
 
 `cost_model(spec, profile)` answers, once per simulated point, what a compute step, a
-message, a transfer's links, a collective and a parameter server's round cost here: from
+message, a transfer's links, a collective, a parameter server's round, a checkpoint, a
+restart and an evaluation cost here: from
 the catalog (`scenarios/catalog/*.yaml`: the device's speed, the host link, the network)
 or, where the scenario names a calibration profile, from what it measured
 (`sim/costs/measured.py`). The engine (`sim/simulation.py`, the strategies, the topology)
@@ -118,6 +119,10 @@ class CostModel:
     # one evaluation of the held-out samples: a calibration's measured time for the model
     # and data, else one worker's forward pass over them
     evaluation_s: float = 0.0
+    # one checkpoint: what it writes (`checkpoint_size`) and the seconds writing it takes at
+    # the scenario's `checkpoint.write_bandwidth` (no profile measures checkpoints)
+    checkpoint_bytes: float = 0.0
+    checkpoint_s: float = 0.0
     # in graph on the calibrated machine: the measured all-reduce among one process's
     # devices, which crosses no process; None: the collective runs over the fabric
     in_graph: Fit | None = None
@@ -145,6 +150,8 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
     cal = calibrate(spec, profile)
     compute = ComputeModel(spec, cal.step_s if cal else None)
     evaluation_s = evaluation_time(spec, float(compute.forward_s.sum()), profile)
+    written = checkpoint_size(spec, compute)
+    checkpoint_s = written / spec.checkpoint.write_bandwidth
     if cal is None:
         nccl = catalog.entry("collective", "nccl")
         return CostModel(
@@ -154,6 +161,8 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
             restart_s=spec.checkpoint.restart_overhead,
             collective=_collective(spec, nccl),
             evaluation_s=evaluation_s,
+            checkpoint_bytes=written,
+            checkpoint_s=checkpoint_s,
         )
     # on the calibrated machine compute is CPU work the transfers share the cores with: a
     # second of measured compute is this many bytes in the cores' unit (the cores the
@@ -193,10 +202,22 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
         compute_rate=compute_rate,
         stage_message_s=cal.stage_message_s,
         evaluation_s=evaluation_s,
+        checkpoint_bytes=written,
+        checkpoint_s=checkpoint_s,
         in_graph=cal.in_graph,
         whole_model_closures=True,
         calibration=cal,
     )
+
+
+def checkpoint_size(spec: ScenarioSpec, compute: ComputeModel) -> float:
+    """Bytes one checkpoint writes: the parameters and the optimizer's state
+    (`training.optimizer_state` bytes per parameter; by default one slot the size of a
+    parameter, momentum's)."""
+    params, size = compute.params.sum(), compute.bytes_per_param
+    state = spec.training.optimizer_state
+    slots = 1 + 1  # parameters and one optimizer slot
+    return float(slots * params * size if state is None else params * (size + state))
 
 
 def evaluation_seconds(spec: ScenarioSpec, forward_s: float) -> float:
