@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,6 +14,7 @@ from conftest import cluster, timed
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import sim
 from sim.costs import Links
 from sim.network import FlowNetwork, make_network, max_min_rates
 from sim.topology import Topology
@@ -205,6 +208,18 @@ def test_flows_on_the_cores_share_the_loopback(network_model: str) -> None:
     env.run()
     expected = 1e6 / 300e6 if network_model == "analytical" else 1e6 / 100e6
     assert env.now == pytest.approx(expected, rel=1e-9)
+
+
+def test_only_the_network_starts_a_flow() -> None:
+    # the engine and the parameter servers share a host's cores through the network's
+    # interface (compute, closure); no module of sim/ reaches the flows themselves
+    root = Path(sim.__file__).parent
+    callers = [
+        str(path.relative_to(root))
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "network.py" and re.search(r"\._?flow\(", path.read_text())
+    ]
+    assert callers == []
 
 
 def plain_max_min(flow_links: list[list[int]], capacity: list[float]) -> list[float]:
