@@ -153,6 +153,11 @@ class AnalyticalNetwork(Network):
         return self.env.timeout(route.latency + nbytes / self.topology.narrowest(route))
 
 
+#: from this many flows in flight on, rates come from the compiled kernel
+#: (`sim/flowkernel.py`, bit for bit the same as `max_min_rates`); below, numpy is as fast
+COMPILED_FROM = 16
+
+
 def max_min_rates(paths: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """Max-min fair rates by progressive filling.
 
@@ -365,8 +370,13 @@ class FlowNetwork(Network):
         if not len(self._remaining):
             self._rates = np.empty(0)
             return
-        self._rates = max_min_rates(self._paths, self.topology.capacity)
-        dt = float(np.min(self._remaining / self._rates))
+        if len(self._remaining) < COMPILED_FROM:
+            self._rates = max_min_rates(self._paths, self.topology.capacity)
+            dt = float(np.min(self._remaining / self._rates))
+        else:  # the same solve, compiled; numba loads on the first one this big
+            from . import flowkernel
+
+            self._rates, dt = flowkernel.solve(self._paths, self.topology.capacity, self._remaining)
         token = self._wakeup_token
         self.env.timeout(max(dt, 0.0)).callbacks.append(
             lambda _e: self._complete(token)  # type: ignore[misc]

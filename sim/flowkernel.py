@@ -1,0 +1,131 @@
+"""The flow network's compiled kernel (numba): max-min fair rates and the next completion.
+
+`FlowNetwork` (sim/network.py) keeps its flows in flight as arrays and asks this module,
+on every start and end of a flow, for the rates of all of them and for the time until the
+first one finishes. `solve` does both in one compiled pass: the same progressive filling
+as `sim.network.max_min_rates` (the tightest link's fair share, residual capacity over the
+unfixed flows crossing it, goes to every unfixed flow through a link that tight; repeat on
+what is left), with the same arithmetic in the same order, so its rates are the numpy
+version's to the last bit, and the tests hold the two equal on random networks.
+
+Importing this module compiles nothing: numba compiles `solve` on its first call, and
+caches the machine code next to this file (`cache=True`), so a later process loads it.
+Only the flow network imports it, and only once a solve is big enough to need it
+(`sim.network.COMPILED_FROM` flows), so runs that never share links among many flows
+never load numba.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def scratch(n_links: int, max_flows: int, width: int) -> tuple:  # type: ignore[type-arg]
+    """The work arrays of `fill` for up to `max_flows` flows of up to `width` links over
+    `n_links` links; `fill` leaves them ready for the next call."""
+    return (
+        np.empty(n_links),  # residual capacity of each link
+        np.zeros(n_links, dtype=np.int64),  # unfixed flows crossing each link (kept 0)
+        np.zeros(n_links, dtype=np.int64),  # flows fixed on each link this round (kept 0)
+        np.zeros(n_links, dtype=np.bool_),  # tight this round
+        np.empty(n_links, dtype=np.int64),  # the links some flow crosses
+        np.empty(max_flows * width, dtype=np.int64),  # each incidence's flow
+        np.empty(max_flows * width, dtype=np.int64),  # and link
+        np.zeros(max_flows, dtype=np.bool_),  # fixed this round
+    )
+
+
+@njit(cache=True)
+def fill(
+    paths: np.ndarray,
+    n_flows: int,
+    capacity: np.ndarray,
+    remaining: np.ndarray,
+    rates: np.ndarray,
+    work: tuple,  # type: ignore[type-arg]
+) -> float:
+    """Max-min fair rates of the first `n_flows` flows of `paths` into `rates`; returns
+    min(remaining / rates), the seconds until the first of them finishes.
+
+    paths: (flows, max path) link indices padded with -1; capacity: (links,) bytes/s;
+    work: `scratch`'s arrays. The incidences (flow, link) shrink as flows are fixed; a
+    round is one pass over the links some flow crosses and one over the incidences left.
+    """
+    residual, counts, removed, tight, used, inc_flow, inc_link, hit = work
+    width = paths.shape[1]
+    n_used = 0
+    n_inc = 0
+    for f in range(n_flows):
+        rates[f] = 0.0
+        hit[f] = False
+        for p in range(width):
+            link = paths[f, p]
+            if link >= 0:
+                inc_flow[n_inc] = f
+                inc_link[n_inc] = link
+                if counts[link] == 0:
+                    used[n_used] = link
+                    n_used += 1
+                    residual[link] = capacity[link]
+                counts[link] += 1
+                n_inc += 1
+    while n_inc > 0:
+        fair = np.inf
+        for u in range(n_used):
+            link = used[u]
+            if counts[link] > 0:
+                share = residual[link] / counts[link]
+                if share < fair:
+                    fair = share
+        limit = fair * (1 + 1e-12)
+        for u in range(n_used):
+            link = used[u]
+            tight[link] = counts[link] > 0 and residual[link] / counts[link] <= limit
+        for i in range(n_inc):
+            if tight[inc_link[i]]:
+                hit[inc_flow[i]] = True
+        kept = 0
+        for i in range(n_inc):
+            f = inc_flow[i]
+            link = inc_link[i]
+            if hit[f]:
+                rates[f] = fair
+                removed[link] += 1
+            else:
+                inc_flow[kept] = f
+                inc_link[kept] = link
+                kept += 1
+        n_inc = kept
+        for u in range(n_used):
+            link = used[u]
+            if removed[link] > 0:
+                # as numpy's `residual -= bincount * fair`, then clamped at 0
+                residual[link] -= removed[link] * fair
+                if residual[link] < 0.0:
+                    residual[link] = 0.0
+                counts[link] -= removed[link]
+                removed[link] = 0
+    first = np.inf
+    for f in range(n_flows):
+        left = remaining[f] / rates[f]
+        if left != left:  # nan (0 / 0), as numpy's min would return it
+            return left
+        if left < first:
+            first = left
+    return first
+
+
+def solve(
+    paths: np.ndarray, capacity: np.ndarray, remaining: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """(max-min fair rates of the flows, seconds until the first of them finishes).
+
+    paths: (flows, max path) int64 link indices padded with -1; capacity: (links,);
+    remaining: (flows,) bytes each has left.
+    """
+    n_flows, width = paths.shape
+    rates = np.empty(n_flows)
+    first = fill(paths, n_flows, capacity, remaining, rates, scratch(len(capacity), n_flows, width))
+    return rates, float(first)

@@ -1,0 +1,110 @@
+"""The flow network's compiled kernel (sim/flowkernel.py) against numpy's `max_min_rates`,
+and whole parameter-server runs on one back end against the other."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sim.network
+from scenarios import load
+from sim import flowkernel
+from sim.network import max_min_rates
+from sim.outcome import StepRecord
+from sim.simulation import Simulation
+
+
+@st.composite
+def networks(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random flows over random links: (paths padded with -1, capacities, bytes left)."""
+    links = draw(st.integers(1, 24))
+    width = draw(st.integers(1, 5))
+    flows = draw(
+        st.lists(
+            st.lists(st.integers(0, links - 1), min_size=1, max_size=width, unique=True),
+            min_size=1,
+            max_size=60,
+        )
+    )
+    paths = np.full((len(flows), width), -1, dtype=np.int64)
+    for i, route in enumerate(flows):
+        paths[i, : len(route)] = route
+    # a few distinct capacities (ties between links, as real NICs make) or any
+    caps = st.sampled_from([1.25e9, 2.5e9, 1.2e10]) | st.floats(1e6, 1e11)
+    capacity = np.array(draw(st.lists(caps, min_size=links, max_size=links)))
+    left = np.array(draw(st.lists(st.floats(1.0, 1e9), min_size=len(flows), max_size=len(flows))))
+    return paths, capacity, left
+
+
+@settings(max_examples=300, deadline=None)
+@given(networks())
+def test_kernel_rates_equal_numpys(network: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    paths, capacity, left = network
+    expected = max_min_rates(paths, capacity)
+    rates, first = flowkernel.solve(paths, capacity, left)
+    # the same arithmetic in the same order: equal in practice to the last bit
+    np.testing.assert_allclose(rates, expected, rtol=1e-9, atol=0)
+    assert first == pytest.approx(float(np.min(left / expected)), rel=1e-9)
+
+
+def test_kernel_on_a_symmetric_incast() -> None:
+    # 300 workers push to 20 servers over their own NICs (links 0..299 up, 300..319 down):
+    # each server's downlink is the bottleneck, shared by its 15 senders
+    workers, servers = 300, 20
+    paths = np.array([[w, workers + w % servers] for w in range(workers)], dtype=np.int64)
+    capacity = np.full(workers + servers, 1.25e9)
+    rates, first = flowkernel.solve(paths, capacity, np.full(workers, 1e6))
+    np.testing.assert_allclose(rates, 1.25e9 / 15, rtol=1e-12)
+    assert first == pytest.approx(1e6 / (1.25e9 / 15), rel=1e-12)
+
+
+POINTS = [
+    # (scenario, its point, sets): parameter servers with many flows in flight at once
+    ("scenarios/library/vgg16-parameter-servers.yaml", 4, ("training.steps=4",)),
+    ("scenarios/library/vgg16-parameter-servers.yaml", 10, ("training.steps=4",)),
+    ("scenarios/published/cscs-inception3-k80x8-ps.yaml", 3, ("training.steps=4",)),
+    ("tests/benchmarks/ps-inception3.yaml", 0, ("training.steps=3", "training.warmup_steps=1")),
+    (
+        "tests/benchmarks/ps-inception3.yaml",
+        0,
+        ("training.steps=100", "training.warmup_steps=50", "strategy.sync=false"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "point", "sets"), POINTS)
+def test_whole_runs_equal_on_either_solve(
+    path: str, point: int, sets: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = load(ROOT / path, sets).points[point].spec
+    outcomes = []
+    for compiled_from in (sys.maxsize, 1):  # numpy only, then the kernel for every solve
+        monkeypatch.setattr(sim.network, "COMPILED_FROM", compiled_from)
+        outcomes.append(Simulation(spec).run())
+    numpy_run, kernel_run = outcomes
+    assert len(kernel_run.records) == len(numpy_run.records) > 0
+    for name in StepRecord._fields:
+        np.testing.assert_allclose(
+            kernel_run.records.column(name), numpy_run.records.column(name), rtol=1e-9, atol=0
+        )
+    np.testing.assert_allclose(kernel_run.step_ends, numpy_run.step_ends, rtol=1e-9, atol=0)
+    assert kernel_run.bytes_on_network == pytest.approx(numpy_run.bytes_on_network, rel=1e-9)
+
+
+def test_numba_loads_only_when_a_solve_needs_it() -> None:
+    # the ring's small scenario: few flows in flight at once, numba never imported
+    code = (
+        "import sys\n"
+        "from scenarios import load\n"
+        "from sim.simulation import Simulation\n"
+        "spec = load('tests/golden/ring-vs-ps-jitter/scenario.yaml').points[0].spec\n"
+        "Simulation(spec).run()\n"
+        "assert 'numba' not in sys.modules, 'numba imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
