@@ -3,11 +3,15 @@ cost, against closed forms built from the catalog's cited figures."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from conftest import make_spec
+from conftest import PROFILE, make_spec, write
 from test_training import COMPUTE, NCCL_LAUNCH, S, rel, step_time
 
-from sim.costs import cost_model
+from scenarios import load
+from sim.costs import cost_model, evaluation_seconds
+from sim.simulation import Simulation
 
 # NCCL's per-step latency of a ring, Simple protocol (src/graph/tuning.cc hwLat): NVLink,
 # PCIe and the network; and the catalog's goodputs (links.yaml, networks.yaml)
@@ -80,3 +84,27 @@ def test_cpu_devices_run_no_nccl() -> None:
     spec = gpu_spec(**{"cluster.device": "cpu"})
     costs = cost_model(spec).collective
     assert costs.launch_s == 0 and costs.step_s is None
+
+
+def test_a_profile_s_evaluation_replaces_the_forward_pass(tmp_path: Path) -> None:
+    # the profile measured one evaluation of the model on its data: the cost model charges
+    # that; without it, one worker's forward pass over the held-out samples
+    fit = "{metric: loss, initial: 2.3, final: 0.1, scale_samples: 300, noise_scale: 100, "
+    fit += "lr_max: 1}"
+    entry = f"convergence:\n  - {{model: toy, data: synthetic, fit: {fit}, rms: 0, eval_s: 0.25}}\n"
+    measured = Simulation(load(write(tmp_path, PROFILE + entry)).points[0].spec).costs
+    assert measured.evaluation_s == 0.25
+    spec = load(write(tmp_path)).points[0].spec
+    costs = Simulation(spec).costs
+    assert costs.evaluation_s == evaluation_seconds(spec, float(costs.compute.forward_s.sum()))
+    assert costs.evaluation_s != 0.25
+
+
+def test_a_checkpoint_holds_the_parameters_and_the_optimizer_s_state() -> None:
+    # by default one optimizer slot the size of a parameter (momentum), written at the
+    # scenario's bandwidth; the same with a calibration profile (none measures checkpoints)
+    spec = make_spec(**{"checkpoint.write_bandwidth": "1 GB/s"})
+    costs = cost_model(spec)
+    written = 2 * float(costs.compute.params.sum()) * costs.compute.bytes_per_param
+    assert costs.checkpoint_bytes == pytest.approx(written, rel=1e-12)
+    assert costs.checkpoint_s == pytest.approx(written / 1e9, rel=1e-12)

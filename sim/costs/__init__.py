@@ -149,7 +149,7 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
         profile = load_profile(spec.cluster.profile)
     cal = calibrate(spec, profile)
     compute = ComputeModel(spec, cal.step_s if cal else None)
-    evaluation_s = evaluation_time(spec, float(compute.forward_s.sum()), profile)
+    evaluation_s = evaluation_seconds(spec, float(compute.forward_s.sum()))
     written = checkpoint_size(spec, compute)
     checkpoint_s = written / spec.checkpoint.write_bandwidth
     if cal is None:
@@ -201,7 +201,7 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
         restart_s=cal.restart_s if cal.restart_s is not None else spec.checkpoint.restart_overhead,
         compute_rate=compute_rate,
         stage_message_s=cal.stage_message_s,
-        evaluation_s=evaluation_s,
+        evaluation_s=float(cal.eval_s) if cal.eval_s is not None else evaluation_s,
         checkpoint_bytes=written,
         checkpoint_s=checkpoint_s,
         in_graph=cal.in_graph,
@@ -224,15 +224,6 @@ def evaluation_seconds(spec: ScenarioSpec, forward_s: float) -> float:
     """One evaluation: the held-out samples through the forward pass of one worker,
     whose batch's forward takes `forward_s`."""
     return forward_s * spec.training.eval_samples / spec.training.batch_per_worker
-
-
-def evaluation_time(spec: ScenarioSpec, forward_s: float, profile: Any = None) -> float:
-    """Seconds one evaluation takes: a calibration profile's measured time for the model
-    and data, else one worker's forward pass over the held-out samples."""
-    calibrated = profile.convergence_for(spec.model.name, spec.training.data) if profile else None
-    if calibrated is not None and calibrated.eval_s is not None:
-        return float(calibrated.eval_s)
-    return evaluation_seconds(spec, forward_s)
 
 
 def _collective(spec: ScenarioSpec, nccl: dict[str, Any]) -> CollectiveCosts:

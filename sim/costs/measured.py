@@ -68,6 +68,9 @@ class Calibration:
     # was measured ("restart": this job relaunched; "startup": single-worker processes)
     restart_s: float | None = None
     restart_from: str = ""
+    # one evaluation of the held-out samples, measured for the model and data (the
+    # profile's convergence entry); None: not measured
+    eval_s: float | None = None
     # parameter servers: the coordinator's round trips (a closure dispatched and fetched,
     # or queued under asynchronous training; a bare call on a server)
     coordinator: tuple[float, float] | None = None
@@ -127,6 +130,8 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     restart_s, restart_from = None, ""
     if spec.failures and step_s is not None:
         restart_s, restart_from = _restart(spec, profile, step_model, processes)
+    convergence = profile.convergence_for(spec.model.name, spec.training.data)
+    eval_s = None if convergence is None or convergence.eval_s is None else convergence.eval_s
     servers: dict[str, Any] = {}
     if strategy.serves_parameters:
         servers = _servers(spec, profile, one_machine)
@@ -164,6 +169,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
         shared_cores=shared_cores,
         restart_s=restart_s,
         restart_from=restart_from,
+        eval_s=eval_s,
         in_graph=in_graph,
         dispatch_s=dispatch_s,
         stage_message_s=stage_message_s,
