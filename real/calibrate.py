@@ -15,7 +15,7 @@ What is measured (never the multi-worker runs a simulation will predict):
 - dispatch (in-graph points): each step's forward and backward alone of N single-worker
   processes at once, and of one process driving N devices: what the one client costs.
 
-The profile (`scenarios/profile.py`) records every median point, the fits and their
+The profile (`measured/profile.py`) records every median point, the fits and their
 quality (r2 and the worst relative residual), so a user sees how far alpha-beta holds.
 """
 
@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from measured.profile import ComputeEntry, Machine, Profile, RestartEntry, restart_job
+from measured.profile import server_processes as processes_serving
 from scenarios.dynamics import ScheduledFailure, StragglerSpec
 from scenarios.loader import Scenario
-from scenarios.profile import ComputeEntry, Machine, Profile, RestartEntry, restart_job
-from scenarios.profile import server_processes as processes_serving
 from scenarios.spec import ScenarioSpec
 
 from .calibrate_convergence import calibrate_convergence

@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from measured.profile import ConvergenceEntry, CurveFit
 from scenarios.convergence import ConvergenceSpec
-from scenarios.profile import ConvergenceEntry, CurveFit
 from scenarios.spec import ScenarioSpec, StrategySpec
 from scenarios.training import Target
 from workloads.convergence import Updates, values

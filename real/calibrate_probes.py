@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from scenarios.dynamics import StragglerSpec
-from scenarios.profile import (
+from measured.profile import (
     CLOSURES,
     CLOSURES_CPU,
     CollectiveFit,
@@ -37,6 +36,7 @@ from scenarios.profile import (
     Sample,
     UpdateEntry,
 )
+from scenarios.dynamics import StragglerSpec
 from scenarios.spec import ScenarioSpec, StrategySpec
 
 from .job import Job

@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 
-from scenarios.profile import ComputeEntry
+from measured.profile import ComputeEntry
 from scenarios.spec import ScenarioSpec
 
 from .launcher import Launcher, LaunchResult

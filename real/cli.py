@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from commands.args import add_steps, scenario_parser
+from measured.profile import dump_profile, load_profile, profiles_of
 from results.files import (
     claim_output,
     origin,
@@ -32,7 +33,6 @@ from results.files import (
 from results.steps import summary_of
 from scenarios import UserError, load, vocab
 from scenarios.loader import Point, Scenario
-from scenarios.profile import dump_profile, load_profile
 
 from . import calibrate, pool, runner
 from .interrupt import how_stopped, stopped_by_signals
@@ -135,6 +135,7 @@ def _main(args: argparse.Namespace) -> int:
         return 2
     try:
         scenario = load(args.scenario, sets, backend="real")
+        profiles_of(scenario)  # a bad cluster.profile: refused before any work
         for line in scenario.warnings:
             print(f"run-real: warning: {line}", file=sys.stderr)
         if args.calibrate:

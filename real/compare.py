@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from commands.args import ArgumentParser, scenario_parser
+from measured.profile import profiles_of
 from results.files import claim, claim_output, origin, page_origin
 from scenarios import UserError, load
 from scenarios.loader import Scenario
@@ -117,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: Namespace) -> int:
     try:
         scenario: Scenario = load(args.scenario, args.sets, backend="real")
+        profiles_of(scenario)  # a bad cluster.profile: refused before any work
         for point in scenario.points:
             runner.check_supported(point.spec)
         out = Path(args.out) if args.out else Path("runs") / scenario.name

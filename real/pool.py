@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from scenarios.profile import (
+from measured.profile import (
     CLOSURES,
     CLOSURES_CPU,
     CollectiveFit,

@@ -1,5 +1,5 @@
 """The scenario's `published` section: the measurements a source published for its setup
-(read by `make validate-published`, scenarios/published.py)."""
+(read by `make validate-published`, measured/published.py)."""
 
 from __future__ import annotations
 

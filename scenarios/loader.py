@@ -1,10 +1,11 @@
 """Read a scenario file: YAML -> overrides -> sweep expansion -> validated points.
 
 `load(path)` returns a frozen `Scenario`: one resolved `ScenarioSpec` per sweep point, each
-with a stable point id and, where `cluster.profile` names a calibration file, the loaded
-`Profile` (the path is relative to the scenario file's directory, and the resolved spec
-holds it made absolute). Every error is a `ScenarioError` whose one line names the field
-path and the value, and suggests a fix where one is known.
+with a stable point id. Where `cluster.profile` names a calibration file, the path is
+relative to the scenario file's directory, and the resolved spec holds it made absolute;
+the file itself is read by `measured.profile.profiles_of`. Every error is a
+`ScenarioError` whose one line names the field path and the value, and suggests a fix
+where one is known.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import ScenarioError
-from .profile import Profile, load_profile
 from .spec import ScenarioSpec, _LocatedError
 from .strategy import Backend
 
@@ -35,14 +35,12 @@ SUPPORTED_VERSION = 1
 
 @dataclass(frozen=True)
 class Point:
-    """One combination of the sweep: its stable id, the swept values, the resolved spec,
-    and the calibration profile that `spec.cluster.profile` names (None without one)."""
+    """One combination of the sweep: its stable id, the swept values, the resolved spec."""
 
     id: str
     index: int
     values: Mapping[str, Any]
     spec: ScenarioSpec
-    profile: Profile | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +84,7 @@ def loads(
     backend: Backend = "sim",
 ) -> Scenario:
     """Like `load`, from YAML text (tests, notebooks); a relative `cluster.profile` is
-    read from `base_dir` (default: the working directory)."""
+    taken from `base_dir` (default: the working directory)."""
     base = Path(base_dir) if base_dir else Path.cwd()
     return _build(text.encode(), source, sets, base, backend, "scenario")
 
@@ -103,7 +101,7 @@ def _build(
     for item in sets:
         apply_set(document, item)
     document.setdefault("name", name)
-    points = with_profiles(expand(document), base_dir, bool(document.get("sweep")))
+    points = with_profile_paths(expand(document), base_dir)
     points = [
         dataclasses.replace(p, spec=p.spec.model_copy(update={"strategy": strategy}))
         if (strategy := p.spec.strategy.for_backend(backend)) is not p.spec.strategy
@@ -381,13 +379,10 @@ def _unique(candidate: str, seen: set[str]) -> str:
 # ------------------------------------------------------------------ calibration
 
 
-def with_profiles(points: Sequence[Point], base_dir: Path, swept: bool = False) -> list[Point]:
-    """Load the profile each point's `cluster.profile` names (each file once).
-
-    A relative path is taken from `base_dir` (the scenario file's directory); the point's
-    spec then holds the absolute path, so it names the same file from anywhere.
-    """
-    loaded: dict[Path, Profile] = {}
+def with_profile_paths(points: Sequence[Point], base_dir: Path) -> list[Point]:
+    """Each point's `cluster.profile` made absolute, so it names the same file from
+    anywhere: a relative path is taken from `base_dir` (the scenario file's directory).
+    The language keeps the path; `measured.profile.profiles_of` reads the file."""
     out = []
     for point in points:
         name = point.spec.cluster.profile
@@ -397,15 +392,9 @@ def with_profiles(points: Sequence[Point], base_dir: Path, swept: bool = False) 
         path = Path(name).expanduser()
         if not path.is_absolute():
             path = base_dir.absolute() / path
-        if path not in loaded:
-            try:
-                loaded[path] = load_profile(path, "cluster.profile")
-            except ScenarioError as exc:
-                context = f" (sweep point {point.id})" if swept else ""
-                raise ScenarioError(f"{exc}{context}") from None
         cluster = point.spec.cluster.model_copy(update={"profile": str(path)})
         spec = point.spec.model_copy(update={"cluster": cluster})
-        out.append(Point(point.id, point.index, point.values, spec, profile=loaded[path]))
+        out.append(dataclasses.replace(point, spec=spec))
     return out
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from commands.args import add_steps, scenario_parser
+from measured.profile import profiles_of
 from results.files import claim_output, origin, provenance, write_run
 from scenarios import UserError, load, vocab
 from scenarios.backends import AUTO_TIMED_STEPS
@@ -242,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise UserError("--master: a Spark master, with --engine local")
             sets.append(f"real.spark.master={args.master}")
         scenario = load(args.scenario, sets, backend=args.defaults)
+        profiles = profiles_of(scenario)  # a bad cluster.profile: refused before any work
         for line in scenario.warnings:
             print(f"simulate: warning: {line}", file=sys.stderr)
         out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "sim"
@@ -265,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=bar.point_done if bar else None,
             steps=args.steps,
             within=bar.steps_done if bar else None,
+            profiles=profiles,
         )
         if bar is not None:
             bar.close()

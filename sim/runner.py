@@ -10,17 +10,17 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from measured.profile import Profile, load_profile, profiles_of
 from results.stats import combine
 from scenarios import vocab
 from scenarios.dynamics import RandomFailure
 from scenarios.loader import Point, Scenario
-from scenarios.profile import Profile, load_profile
 from scenarios.spec import ScenarioSpec
 from scenarios.strategy import algorithm_column
 from workloads.convergence import curve_frame
@@ -201,11 +201,14 @@ def simulate_point(
     trace: bool = False,
     steps: str = vocab.STEPS_SUMMARY,
     progress: StepProgress | None = None,
+    profile: Profile | None = None,
 ) -> PointResult:
     """Simulate one point (its replications and its 1-worker baseline) into result rows;
     a point whose devices cannot hold it gets its memory and `fits` false, no timings.
     `steps`: steps.csv's form (`summary`, one row per step; `all`, one per worker-step);
-    `progress`: told of the steps done every so often (sim.simulation.PROGRESS_CALLS)."""
+    `progress`: told of the steps done every so often (sim.simulation.PROGRESS_CALLS);
+    `profile`: the calibration profile `cluster.profile` names (`profiles_of`), read
+    from the path when not given."""
     started = time.perf_counter()
     spec = point.spec
     memory = memory_summary(spec)
@@ -213,7 +216,6 @@ def simulate_point(
         return _unfit_result(point, memory, steps, started)
     timed = timed_spec(spec)
     per_replication = timed.training.warmup_steps + timed.training.steps
-    profile = point.profile
     if profile is None and spec.cluster.profile is not None:
         profile = load_profile(spec.cluster.profile)
     runs = [
@@ -230,7 +232,7 @@ def simulate_point(
     ]
     rows = [run.row for run in runs]
     stats = combine(rows) if len(rows) > 1 else {**rows[0], "replications": 1}
-    base = baseline_throughput(timed, point.profile)
+    base = baseline_throughput(timed, profile)
     row = _point_row(point, stats, base)
     row["peak_memory_bytes"] = memory["peak_memory_bytes"]
     row["fits"] = True
@@ -324,7 +326,7 @@ def _replicate(
         timed,
         trace=trace and replication == 0,
         replication=replication,
-        profile=point.profile,
+        profile=profile,
         progress=progress,
     )
     calibration = sim.costs.summary(timed)
@@ -405,31 +407,39 @@ def run(
     progress: Callable[[PointResult], None] | None = None,
     steps: str = vocab.STEPS_SUMMARY,
     within: StepProgress | None = None,
+    profiles: Mapping[str, Profile] | None = None,
 ) -> RunResult:
     """Simulate all points; `jobs` > 1 runs them in parallel processes, `sim.engine: spark`
     as Spark tasks on `real.spark`'s master (the same results either way). `progress` is
     told of every point done; `within`, of the steps done inside a point, where the
-    points run here one at a time; `steps`: steps.csv's form (`summary` or `all`)."""
+    points run here one at a time; `steps`: steps.csv's form (`summary` or `all`);
+    `profiles`: the points' calibration profiles by point id (`profiles_of`, which reads
+    them when not given)."""
     if steps not in vocab.STEPS_FORMS:
         raise ValueError(f"steps: {steps!r}, not one of {vocab.STEPS_FORMS}")
+    if profiles is None:
+        profiles = profiles_of(scenario)
     result = RunResult(scenario)
     points = list(scenario.points)
     if points and points[0].spec.sim.engine == "spark":
-        result.points = _on_spark(points, trace, steps)
+        result.points = _on_spark(points, profiles, trace, steps)
         for done in result.points:
             if progress:
                 progress(done)
         return result
     if jobs <= 1 or len(points) <= 1:
         for point in points:
-            done = simulate_point(point, trace, steps, within)
+            done = simulate_point(point, trace, steps, within, profiles.get(point.id))
             result.points.append(done)
             if progress:
                 progress(done)
         return result
     finished: dict[int, PointResult] = {}
     with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(simulate_point, p, trace, steps): p.index for p in points}
+        futures = {
+            pool.submit(simulate_point, p, trace, steps, None, profiles.get(p.id)): p.index
+            for p in points
+        }
         for future in cf.as_completed(futures):
             done = future.result()
             finished[futures[future]] = done
@@ -439,11 +449,21 @@ def run(
     return result
 
 
-def _on_spark(points: list[Point], trace: bool, steps: str) -> list[PointResult]:
-    """Every point a Spark task; the results in the points' order."""
+def _on_spark(
+    points: list[Point], profiles: Mapping[str, Profile], trace: bool, steps: str
+) -> list[PointResult]:
+    """Every point a Spark task, its profile travelling with it; the results in the
+    points' order."""
     from engines.spark import session
 
     settings = points[0].spec.real.spark
     sc = session(settings.master, settings.conf).sparkContext
-    rdd = sc.parallelize(points, len(points))
-    return list(rdd.map(functools.partial(simulate_point, trace=trace, steps=steps)).collect())
+    rdd = sc.parallelize([(p, profiles.get(p.id)) for p in points], len(points))
+    task = functools.partial(_simulate_task, trace=trace, steps=steps)
+    return list(rdd.map(task).collect())
+
+
+def _simulate_task(task: tuple[Point, Profile | None], trace: bool, steps: str) -> PointResult:
+    """One Spark task: a point and its calibration profile, simulated."""
+    point, profile = task
+    return simulate_point(point, trace, steps, profile=profile)

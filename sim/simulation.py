@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
+from measured.profile import Profile
 from results.streams import stream
 from results.trace import ChromeTracer, NullTracer
 from scenarios import vocab
-from scenarios.profile import Profile
 from scenarios.spec import ScenarioSpec
 
 from . import lockstep
@@ -41,8 +41,8 @@ PROGRESS_CALLS = 200
 class Simulation:
     """Simulate one resolved scenario point: `Simulation(spec).run()`.
 
-    `profile`: the calibration profile `spec.cluster.profile` names, as `scenarios.load`
-    put it on the point (`Point.profile`); read from the path when not given. What
+    `profile`: the calibration profile `spec.cluster.profile` names, as
+    `measured.profile.profiles_of` read it; read from the path when not given. What
     everything costs comes from `sim.costs.cost_model`, asked once here.
     """
 

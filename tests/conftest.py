@@ -12,8 +12,9 @@ import pytest
 import simpy
 from processes import own_processes
 
+from measured.profile import Profile, load_profile, profiles_of
 from scenarios import load
-from scenarios.loader import set_path, validate
+from scenarios.loader import Point, set_path, validate
 from scenarios.spec import ClusterSpec, ScenarioSpec
 from sim.costs.explain import explain
 from sim.metrics import summarize
@@ -150,8 +151,16 @@ def write(tmp_path: Path, profile: str = PROFILE, scenario: str = SCENARIO) -> P
 
 
 def simulate(path: Path, *sets: str) -> dict[str, Any]:
-    point = load(path, sets).points[0]
-    return summarize(point.spec, Simulation(point.spec, profile=point.profile).run())
+    scenario = load(path, sets)
+    point = scenario.points[0]
+    profile = profiles_of(scenario).get(point.id)
+    return summarize(point.spec, Simulation(point.spec, profile=profile).run())
+
+
+def profile_of(point: Point) -> Profile | None:
+    """The calibration profile the point's `cluster.profile` names, read (None without)."""
+    path = point.spec.cluster.profile
+    return None if path is None else load_profile(path, "cluster.profile")
 
 
 class Calibrated:

@@ -20,12 +20,13 @@ from conftest import (
     STEP_2,
     S,
     calibration_of,
+    profile_of,
     simulate,
     write,
 )
 
+from measured.profile import dump_profile, load_profile
 from scenarios import load
-from scenarios.profile import dump_profile, load_profile
 
 
 @pytest.mark.parametrize("network", ["analytical", "flow"])
@@ -85,7 +86,7 @@ def test_measured_update_and_queued_dispatch(tmp_path: Path, sync: bool) -> None
     expected = STEP_1 + transfers + (DISPATCH + UPDATE if sync else QUEUED + UPDATE - CALL)
     assert 1 / row["throughput_samples_per_s"] * 10 == pytest.approx(expected, rel=1e-9)
     point = load(write(tmp_path, PROFILE + COORDINATOR), [strategy]).points[0]
-    calibration = calibration_of(point.spec, point.profile)
+    calibration = calibration_of(point.spec, profile_of(point))
     assert calibration is not None
     (line,) = [u for u in calibration.used if u.startswith("update:")]
     assert ("asynchronous closure" in line) is not sync  # the report says how it was used
@@ -96,7 +97,7 @@ def test_update_of_another_server_count_is_not_used(tmp_path: Path) -> None:
     # simulation says so in the calibration's not_found
     strategy = "strategy={kind: parameter_server, servers: 2, sync: true}"
     point = load(write(tmp_path, PROFILE + COORDINATOR), [strategy]).points[0]
-    calibration = calibration_of(point.spec, point.profile)
+    calibration = calibration_of(point.spec, profile_of(point))
     assert calibration is not None and calibration.update_s is None
     assert any(line.startswith("update: no entry") for line in calibration.not_found)
 
@@ -153,7 +154,7 @@ def test_closures_are_a_closures_pull_and_push(
     expected = STEP_1 + acc + update if sync else STEP_1 + QUEUED + apply - DISPATCH
     assert period(row) == pytest.approx(expected, rel=1e-9)
     point = load(write(tmp_path, PROFILE + CLOSURES_PROFILE), [strategy]).points[0]
-    calibration = calibration_of(point.spec, point.profile)
+    calibration = calibration_of(point.spec, profile_of(point))
     assert calibration is not None and calibration.apply_s is None
     assert any(u.startswith(f"closures: a pull of toy from {servers}") for u in calibration.used)
 
@@ -177,11 +178,11 @@ def test_closures_in_flight_share_the_hosts_cores(tmp_path: Path) -> None:
     path = write(tmp_path, PROFILE + fit + CLOSURES_PROFILE)
     assert simulate(path, strategy, "cluster.devices_per_host=2") == row
     point = load(path, [strategy]).points[0]
-    calibration = calibration_of(point.spec, point.profile)
+    calibration = calibration_of(point.spec, profile_of(point))
     assert calibration is not None and calibration.core_rate == pytest.approx(BETA_X)
     assert any("point-to-point" in line for line in calibration.used)
     allreduce = load(path, []).points[0]
-    calibration = calibration_of(allreduce.spec, allreduce.profile)
+    calibration = calibration_of(allreduce.spec, profile_of(allreduce))
     assert calibration is not None and calibration.core_rate == pytest.approx(70e6)
 
 
@@ -214,7 +215,7 @@ def test_closures_are_for_one_machine_and_below_zero_is_none(tmp_path: Path) -> 
         periods.append(period(row))
     assert periods[0] == periods[1]
     point = load(write(tmp_path, PROFILE + CLOSURES_PROFILE), [strategy, "cluster.hosts=2"])
-    calibration = calibration_of(point.points[0].spec, point.points[0].profile)
+    calibration = calibration_of(point.points[0].spec, profile_of(point.points[0]))
     assert calibration is not None and calibration.closure_s is None
     assert any("this cluster has 2 hosts" in line for line in calibration.not_found)
     # the probes' noise: accumulating measured faster than reading counts as no push
@@ -228,7 +229,7 @@ def test_without_closures_an_async_update_is_the_call_less_the_bare_call(
 ) -> None:
     strategy = "strategy={kind: parameter_server, servers: 2, sync: false}"
     point = load(write(tmp_path, PROFILE + OLD_PROFILE), [strategy]).points[0]
-    calibration = calibration_of(point.spec, point.profile)
+    calibration = calibration_of(point.spec, profile_of(point))
     assert calibration is not None and calibration.closure_s is None
     assert calibration.apply_s == pytest.approx(UPDATE_2 - CALL)
     assert any(u.startswith("closures: none of toy on 2") for u in calibration.not_found)

@@ -276,8 +276,8 @@ def test_the_calibration_fit_recovers_the_curves_of_known_parameters(
     evaluation of them, and a batch it never saw, to within 0.01 (0.02 in loss, nats);
     a power-law accuracy curve, and a loss curve with a flat start."""
     pytest.importorskip("scipy")
+    from measured.profile import CurveFit
     from real.calibrate_convergence import fit, predicted
-    from scenarios.profile import CurveFit
 
     initial, final = (0.1, 0.95) if metric == "accuracy" else (math.log(10), 0.1)
     truth = quadratic(

@@ -9,10 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from real.calibrate import probes_of
-from real.pool import RUN_TO_RUN_NOISE, Measured, drift, fold, pool_fits
-from scenarios import loads
-from scenarios.profile import (
+from measured.profile import (
     ComputeEntry,
     Coordinator,
     Fit,
@@ -22,6 +19,9 @@ from scenarios.profile import (
     dump_profile,
     load_profile,
 )
+from real.calibrate import probes_of
+from real.pool import RUN_TO_RUN_NOISE, Measured, drift, fold, pool_fits
+from scenarios import loads
 
 PS = """
 version: 1

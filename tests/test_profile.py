@@ -1,7 +1,8 @@
-"""Calibration profiles: the format (scenarios/profile.py), loading them with a scenario
-(scenarios/loader.py) and what `simulate` takes from them (sim/costs/; for
-parameter servers, test_calibration_ps.py), checked against closed forms written out here
-from the profile's numbers (the profile and helpers are conftest's)."""
+"""Calibration profiles: the format (measured/profile.py), loading them with a scenario
+(the path: scenarios/loader.py; the file: `profiles_of`) and what `simulate` takes from
+them (sim/costs/; for parameter servers, test_calibration_ps.py), checked against closed
+forms written out here from the profile's numbers (the profile and helpers are
+conftest's)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,20 @@ from conftest import (
     STEP_2,
     S,
     calibration_of,
+    profile_of,
     simulate,
     write,
 )
 
+from measured.profile import (
+    ComputeEntry,
+    Machine,
+    Profile,
+    dump_profile,
+    load_profile,
+    profiles_of,
+)
 from scenarios import ScenarioError, load, vocab
-from scenarios.profile import ComputeEntry, Machine, Profile, dump_profile, load_profile
 from sim.cli import main
 from sim.metrics import summarize
 from sim.simulation import Simulation
@@ -185,8 +194,9 @@ def test_relative_path_is_the_scenario_directory(
     path = tmp_path / "scenarios" / "s.yaml"
     path.write_text(SCENARIO.replace("profile: box.yaml", "profile: ../profiles/box.yaml"))
     monkeypatch.chdir(tmp_path)
-    point = load(Path("scenarios") / "s.yaml").points[0]
-    assert point.profile is not None and point.profile.machine.hostname == "box"
+    scenario = load(Path("scenarios") / "s.yaml")
+    point = scenario.points[0]
+    assert profiles_of(scenario)[point.id].machine.hostname == "box"
     resolved = Path(str(point.spec.cluster.profile))
     assert resolved.is_absolute()
     assert resolved.resolve() == (tmp_path / "profiles" / "box.yaml").resolve()
@@ -198,15 +208,17 @@ def test_absolute_path_as_is(tmp_path: Path) -> None:
     absolute.write_text(PROFILE)
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO.replace("profile: box.yaml", f"profile: {absolute}"))
-    point = load(path).points[0]
+    scenario = load(path)
+    point = scenario.points[0]
     assert point.spec.cluster.profile == str(absolute)
-    assert point.profile is not None
+    assert point.id in profiles_of(scenario)
 
 
 def test_no_profile_no_calibration(tmp_path: Path) -> None:
     path = write(tmp_path, scenario=SCENARIO.replace("  profile: box.yaml\n", ""))
-    point = load(path).points[0]
-    assert point.profile is None and point.spec.cluster.profile is None
+    scenario = load(path)
+    point = scenario.points[0]
+    assert profiles_of(scenario) == {} and point.spec.cluster.profile is None
     sim = Simulation(point.spec)
     assert sim.costs.calibration is None
     assert sim.compute.step_s == pytest.approx(CATALOG_STEP)
@@ -231,7 +243,7 @@ def test_bad_profile_is_one_line_exit_2(
     else:
         (tmp_path / "box.yaml").write_text(profile)
     with pytest.raises(ScenarioError) as info:
-        load(path)
+        profiles_of(load(path))
     message = str(info.value)
     assert message.startswith("cluster.profile: ") and fragment in message
     assert str(tmp_path / "box.yaml") in message
@@ -329,7 +341,7 @@ def test_the_two_process_all_reduce_sets_what_a_port_carries_both_ways(
     assert rate == pytest.approx(140e6 / 3)
     assert row["step_time_mean_s"] == pytest.approx(STEP_2 * 3 / 2 + ring(3, rate), rel=1e-9)
     point = load(path, ["cluster.devices_per_host=2"]).points[0]
-    calibration = calibration_of(point.spec, point.profile)
+    calibration = calibration_of(point.spec, profile_of(point))
     assert calibration is not None and calibration.duplex == pytest.approx(0.875)
     assert any(
         line.startswith("exchange: the 2-process all-reduce moved 70") for line in calibration.used
@@ -371,7 +383,7 @@ def test_layers_keep_their_shares(tmp_path: Path) -> None:
         "{name: b, params: 0.75e6, flops: 0.25 GFLOP}]}",
     )
     point = load(write(tmp_path, scenario=scenario)).points[0]
-    compute = Simulation(point.spec, profile=point.profile).compute
+    compute = Simulation(point.spec, profile=profile_of(point)).compute
     assert compute.step_s == pytest.approx(STEP_1, rel=1e-12)
     assert compute.forward_s.tolist() == pytest.approx([STEP_1 * 0.75 / 3, STEP_1 * 0.25 / 3])
     buckets = compute.buckets(0.0, overlap=True)  # one per layer, output layer first
@@ -382,9 +394,9 @@ def test_layers_keep_their_shares(tmp_path: Path) -> None:
 def test_model_missing_from_profile_falls_back(tmp_path: Path) -> None:
     path = write(tmp_path, profile=PROFILE.replace("model: toy", "model: other"))
     point = load(path).points[0]
-    sim = Simulation(point.spec, profile=point.profile)
+    sim = Simulation(point.spec, profile=profile_of(point))
     assert sim.compute.step_s == pytest.approx(CATALOG_STEP)
-    calibration = calibration_of(point.spec, point.profile)
+    calibration = calibration_of(point.spec, profile_of(point))
     assert calibration is not None
     assert calibration.not_found and "no entry for model toy" in calibration.not_found[0]
     assert any(u.startswith("transfer:") for u in calibration.used)
@@ -626,7 +638,7 @@ def test_in_graph_charges_each_device_its_one_clients_dispatch(
     expected = STEP_2 + 2 * 1e-3 + 0.3e-3 + S / 2e9
     assert row["step_time_mean_s"] == pytest.approx(expected, rel=1e-9, abs=0)
     point = load(path, (*sets, "strategy.replication=in_graph")).points[0]
-    cal = calibration_of(point.spec, point.profile)
+    cal = calibration_of(point.spec, profile_of(point))
     assert cal is not None and cal.dispatch_s == pytest.approx(1e-3)
     assert any("costs each of its 2 devices 1 ms" in line for line in cal.used)
     # between graph pays no client's dispatch; a probe that found the one process faster

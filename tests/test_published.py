@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from measured.published import figures
 from scenarios import load
 from scenarios.errors import ScenarioError
 from scenarios.loader import loads
-from scenarios.published import figures
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))

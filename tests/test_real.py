@@ -32,10 +32,10 @@ from processes import (  # noqa: E402
     workers_alive,
 )
 
+from measured.profile import CLOSURES  # noqa: E402
 from real.job import Job  # noqa: E402
 from real.launcher import Launcher, RunError  # noqa: E402
 from scenarios import vocab  # noqa: E402
-from scenarios.profile import CLOSURES  # noqa: E402
 
 pytestmark = [pytest.mark.real, pytest.mark.usefixtures("own")]
 ROOT = Path(__file__).resolve().parent.parent
@@ -182,7 +182,7 @@ def test_parameter_server_worker_rejoins_and_server_failure_restarts(
 def test_calibrate_parameter_servers_with_a_failure(scenario: Path, tmp_path: Path) -> None:
     """`run-real --calibrate` on a synchronous parameter-server point whose server fails:
     every measurement the simulator takes for it is in the profile, and sane."""
-    from scenarios.profile import load_profile
+    from measured.profile import load_profile
 
     out = tmp_path / "profile.yaml"
     proc = run_real(

@@ -122,7 +122,7 @@ transfer: {latency: 2 ms, bandwidth: 300 MB/s, r2: 0.99, max_rel_residual: 0.1}
 
 
 def entry(processes: int, ms: float, steps: int = 100) -> Any:
-    from scenarios.profile import ComputeEntry
+    from measured.profile import ComputeEntry
 
     return ComputeEntry.model_validate(
         {
@@ -139,8 +139,8 @@ def entry(processes: int, ms: float, steps: int = 100) -> Any:
 
 
 def test_fold_pools_every_measurement_of_an_entry(tmp_path: Any) -> None:
+    from measured.profile import load_profile
     from real.pool import fold_compute
-    from scenarios.profile import load_profile
 
     (tmp_path / "p.yaml").write_text(PROFILE)
     profile = load_profile(tmp_path / "p.yaml")
@@ -158,7 +158,7 @@ def test_fold_pools_every_measurement_of_an_entry(tmp_path: Any) -> None:
 
 def exact_fit(bandwidth_mb_s: float, latency_ms: float = 2.0, workers: int = 0) -> Any:
     """A fit whose points lie on time = latency + bytes / bandwidth at 1 and 2 MB."""
-    from scenarios.profile import CollectiveFit, Fit
+    from measured.profile import CollectiveFit, Fit
 
     points = [
         {"bytes": f"{b} B", "time": f"{latency_ms * 1e-3 + b / (bandwidth_mb_s * 1e6)} s"}
@@ -179,8 +179,8 @@ def exact_fit(bandwidth_mb_s: float, latency_ms: float = 2.0, workers: int = 0) 
 def test_recalibrate_measures_before_each_run_and_pools(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
+    from measured.profile import Messages, dump_profile, load_profile
     from real import calibrate, cli
-    from scenarios.profile import Messages, dump_profile, load_profile
 
     scenario = tmp_path / "s.yaml"
     scenario.write_text(SCENARIO.replace("repeats: 3", "repeats: 2"))
@@ -255,7 +255,7 @@ def test_recalibrate_measures_before_each_run_and_pools(
 
 
 def load_profile_text(tmp_path: Any, text: str) -> Any:
-    from scenarios.profile import load_profile
+    from measured.profile import load_profile
 
     path = tmp_path / "text.yaml"
     path.write_text(text)
@@ -314,8 +314,8 @@ def test_calibrate_measures_the_two_process_all_reduce_wherever_one_runs(
 ) -> None:
     # a sweep of 3 and 4 processes only: the 2-process fit is measured too (it sets what
     # a process moves sending as it receives), beside one per count of the sweep
+    from measured.profile import CollectiveFit, Fit, Messages
     from real import calibrate
-    from scenarios.profile import CollectiveFit, Fit, Messages
 
     fit = {"latency": "1 ms", "bandwidth": "100 MB/s", "r2": 1.0, "max_rel_residual": 0.0}
     counts: list[int] = []

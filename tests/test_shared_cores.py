@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import BETA_X, CPUS, calibration_of, write
+from conftest import BETA_X, CPUS, calibration_of, profile_of, write
 
 from scenarios import load
 from sim.simulation import Simulation
@@ -21,7 +21,7 @@ def simulation(tmp_path: Path, workers: int, network: str = "flow") -> Simulatio
     path = write(tmp_path)
     sets = [f"cluster.devices_per_host={workers}", f"sim.network_model={network}"]
     point = load(path, sets).points[0]
-    return Simulation(point.spec, profile=point.profile)
+    return Simulation(point.spec, profile=profile_of(point))
 
 
 def worker(index: int) -> Any:

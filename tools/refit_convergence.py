@@ -18,9 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from measured.profile import dump_profile, load_profile  # noqa: E402
 from real.calibrate_convergence import fit  # noqa: E402
 from results.files import write_atomic  # noqa: E402
-from scenarios.profile import dump_profile, load_profile  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 Every file of `scenarios/published/` is a source's setup (hardware, network, model, batch,
 framework, strategy) written as a scenario, with a `published:` block naming the source,
-its table or figure and the figures measured (`scenarios/published.py`). This simulates
+its table or figure and the figures measured (`measured/published.py`). This simulates
 every file from the catalog alone (no calibration profile), compares each figure with its
 point, and writes `docs/validation-published.md`: one row per figure (source, setup,
 published, simulated, error), the MAPE, the share within tolerance, and whether every pair
@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from measured.published import Figure, figures  # noqa: E402
 from reports.compare import mape as percent_mape  # noqa: E402
 from results.files import git_commit, write_atomic  # noqa: E402
 from scenarios import load  # noqa: E402
-from scenarios.published import Figure, figures  # noqa: E402
 from sim.runner import run  # noqa: E402
 
 PUBLISHED = ROOT / "scenarios" / "published"

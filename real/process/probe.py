@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scenarios.profile import CLOSURES
+from measured.profile import CLOSURES
 
 from .. import protocol
 from ..job import Job

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from measured.profile import Fit, Profile, load_profile
 from scenarios import catalog
 from scenarios.cluster import ClusterSpec
-from scenarios.profile import Fit, Profile, load_profile
 from scenarios.spec import ScenarioSpec
 from scenarios.units import parse
 

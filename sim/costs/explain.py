@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scenarios.profile import Profile
+from measured.profile import Profile
 from scenarios.spec import ScenarioSpec
 
 from .measured import EXCHANGE_PROBE, PAIR_PROBE, Calibration, core_share, pair_fit

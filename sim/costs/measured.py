@@ -1,6 +1,6 @@
 """The numbers a calibration profile (`cluster.profile`) gives one point, and only numbers.
 
-A profile (`scenarios/profile.py`, written by `run-real --calibrate`) measures the machine
+A profile (`measured/profile.py`, written by `run-real --calibrate`) measures the machine
 at hand, never the multi-worker runs a simulation predicts. `calibrate` reads it once per
 point through the profile's own look-ups and returns a frozen `Calibration`; the cost
 model (`sim/costs/__init__.py`) turns that into what the engine asks, and
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from scenarios.profile import Fit, Profile, restart_job, server_processes
+from measured.profile import Fit, Profile, restart_job, server_processes
 from scenarios.spec import ScenarioSpec
 
 T = TypeVar("T")

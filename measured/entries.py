@@ -1,4 +1,4 @@
-"""The entries of a calibration profile (`scenarios/profile.py`): what each probe of
+"""The entries of a calibration profile (`measured/profile.py`): what each probe of
 `run-real --calibrate` measured on one machine, and how a profile file writes each one.
 
 Times are seconds and rates bytes/s once read; written, they carry explicit units (`ms`,
@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .convergence import ConvergenceSpec
-from .fields import Bandwidth, Bytes, DType, PositiveSeconds, Seconds
+from scenarios.convergence import ConvergenceSpec
+from scenarios.fields import Bandwidth, Bytes, DType, PositiveSeconds, Seconds
 
 
 def _ms(seconds: float) -> str:

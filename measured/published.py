@@ -4,6 +4,7 @@ A file of `scenarios/published/` is a source's setup written as a scenario, plus
 `published` block: the citation, the table or figure, and one figure per measured point,
 each naming the swept values that pick its point (`at`). `figures(scenario)` returns each
 figure with its point; `make validate-published` simulates the points and compares.
+The block's fields are the language's (`scenarios/figures.py`); this matches them.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ScenarioError
-from .figures import PublishedPoint, PublishedSpec
-from .loader import Point, Scenario, sweep_paths
+from scenarios.errors import ScenarioError
+from scenarios.figures import PublishedPoint, PublishedSpec
+from scenarios.loader import Point, Scenario, sweep_paths
 
 
 @dataclass(frozen=True)

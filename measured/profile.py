@@ -31,8 +31,9 @@ machine at hand, never of the multi-worker runs a simulation is about to predict
 `run-real --recalibrate` measures these again beside the runs and pools the measurements
 (`real/pool.py`): a pooled fit says how many calibrations it pools (`measurements`).
 
-Each entry is a class of `scenarios/measurements.py` (importable from here too); this
-module holds the profile, its look-ups, and reading and writing the file. Both back ends
+Each entry is a class of `measured/entries.py` (importable from here too); this module
+holds the profile, its look-ups, reading and writing the file, and loading the profiles a
+scenario's points name (`profiles_of`: the language keeps only the path). Both back ends
 and `reports` read it; the writer is `real/calibrate.py`.
 
     version: 1
@@ -62,8 +63,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError, field_validator
 
-from .errors import ScenarioError
-from .measurements import (
+from scenarios.errors import ScenarioError
+from scenarios.loader import Scenario
+from scenarios.spec import StrategySpec
+from scenarios.strategy import serves_parameters
+
+from .entries import (
     CLOSURES,
     CLOSURES_CPU,
     CollectiveFit,
@@ -79,10 +84,8 @@ from .measurements import (
     UpdateEntry,
     _Strict,
 )
-from .spec import StrategySpec
-from .strategy import serves_parameters
 
-#: the entries (scenarios/measurements.py) are imported from here as well
+#: the entries (measured/entries.py) are imported from here as well
 __all__ = [
     "CLOSURES",
     "CLOSURES_CPU",
@@ -100,6 +103,7 @@ __all__ = [
     "UpdateEntry",
     "dump_profile",
     "load_profile",
+    "profiles_of",
     "restart_job",
     "server_processes",
 ]
@@ -255,6 +259,32 @@ def load_profile(path: str | Path, field: str = "cluster.profile") -> Profile:
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"])
         raise ScenarioError(f"{field}: {path}: {where}: {error['msg']}") from None
+
+
+def profiles_of(scenario: Scenario) -> dict[str, Profile]:
+    """The calibration profile of each point whose `cluster.profile` names one, by point
+    id; the points naming one file share one `Profile`, the file read once.
+
+    The loader made each path absolute (relative to the scenario file's directory). A
+    file that cannot be read or is no profile is a ScenarioError in one line naming
+    `cluster.profile` and the file (and, in a sweep, the point): callers ask this before
+    any work, so a bad profile is refused before anything runs or is written.
+    """
+    swept = bool(scenario.document.get("sweep"))
+    loaded: dict[str, Profile] = {}
+    found: dict[str, Profile] = {}
+    for point in scenario.points:
+        path = point.spec.cluster.profile
+        if path is None:
+            continue
+        if path not in loaded:
+            try:
+                loaded[path] = load_profile(path, "cluster.profile")
+            except ScenarioError as exc:
+                context = f" (sweep point {point.id})" if swept else ""
+                raise ScenarioError(f"{exc}{context}") from None
+        found[point.id] = loaded[path]
+    return found
 
 
 def dump_profile(profile: Profile) -> str:
