@@ -131,7 +131,7 @@ def calibrate(spec: ScenarioSpec, profile: Profile | None) -> Calibration | None
     if spec.failures and step_s is not None:
         restart_s, restart_from = _restart(spec, profile, step_model, processes)
     convergence = profile.convergence_for(spec.model.name, spec.training.data)
-    eval_s = None if convergence is None or convergence.eval_s is None else convergence.eval_s
+    eval_s = None if convergence is None else convergence.eval_s
     servers: dict[str, Any] = {}
     if strategy.serves_parameters:
         servers = _servers(spec, profile, one_machine)
