@@ -297,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra["origin"] = written_by
     extra["steps_form"] = args.steps
     extra["timed_steps"] = result.timed
+    extra["engines"] = result.engines
     meta = provenance(scenario, "sim", extra)
     write_run(out_dir, results, result.steps, meta, result.traces, result.curves)
     if not args.quiet:

@@ -47,7 +47,7 @@ def eligible(sim: Simulation) -> bool:
     spec = sim.spec
     strategy = spec.strategy
     return (
-        strategy_of(strategy).lockstep(strategy)
+        strategy_of(strategy).engine(strategy) == "lockstep"
         and sim.compute_rate is None
         and not spec.failures
         and not sim.tracer.enabled
@@ -199,4 +199,5 @@ def _outcome(sim: Simulation, network_bytes: float) -> SimulationOutcome:
         generation=0,
         checkpoints=sim.checkpoints,
         trials=None,
+        engine="lockstep",
     )

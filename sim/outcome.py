@@ -153,3 +153,5 @@ class SimulationOutcome(NamedTuple):
     generation: int
     checkpoints: int
     trials: Any
+    #: the engine that timed the run: `events` (SimPy), `lockstep` or `ps-lockstep`
+    engine: str = "events"

@@ -49,6 +49,8 @@ class PointResult:
     #: meta.json's `timed_steps`: how many measured steps were timed (`all`, or a number,
     #: the rest extended at their mean), of how many, and why (convergence.timed_steps)
     timed: dict[str, Any] = field(default_factory=dict)
+    #: meta.json's `engines`: the engine that timed the point (`SimulationOutcome.engine`)
+    engine: str = "events"
 
 
 @dataclass
@@ -95,6 +97,11 @@ class RunResult:
     def timed(self) -> dict[str, dict[str, Any]]:
         """meta.json's `timed_steps`: per point, the measured steps timed and why."""
         return {p.point_id: p.timed for p in self.points if p.timed}
+
+    @property
+    def engines(self) -> dict[str, str]:
+        """meta.json's `engines`: per timed point, the engine that timed it."""
+        return {p.point_id: p.engine for p in self.points if p.row.get("fits") is not False}
 
     @property
     def targets(self) -> dict[str, str]:
@@ -252,6 +259,7 @@ def simulate_point(
         why if spec.training.target is not None else None,
         memory,
         timed_note(spec),
+        runs[0].engine,
     )
 
 
@@ -308,6 +316,7 @@ class _Replication:
     calibration: dict[str, Any] | None  # the cost model's summary (sim/costs)
     advice: dict[str, Any]  # the checkpoint advice; the first replication only
     trace: str | None  # the Chrome trace; the first replication only, when asked
+    engine: str  # the engine that timed it
 
 
 def _replicate(
@@ -353,7 +362,9 @@ def _replicate(
             trace_text = outcome.tracer.dumps(
                 {"scenario": spec.name, "point": point.id, "backend": "sim", "seed": spec.seed}
             )
-    return _Replication(row, frame, curve_rows, why, calibration, advice, trace_text)
+    return _Replication(
+        row, frame, curve_rows, why, calibration, advice, trace_text, outcome.engine
+    )
 
 
 def failure_free_step_time(row: dict[str, Any], steps: int) -> float:

@@ -21,7 +21,7 @@ from results.trace import ChromeTracer, NullTracer
 from scenarios import vocab
 from scenarios.spec import ScenarioSpec
 
-from . import lockstep
+from . import lockstep, ps_lockstep
 from .costs import cost_model
 from .failures import Supervisor
 from .network import make_network
@@ -59,8 +59,9 @@ class Simulation:
         #: called with the global steps (updates) done and the simulated time, about
         #: PROGRESS_CALLS times a run: what a progress bar shows within a point
         self.progress = progress
-        #: run synchronous all-reduce in lockstep where it applies (`sim/lockstep.py`);
-        #: False forces the event engine (the tests compare the two)
+        #: run synchronous all-reduce in lockstep (`sim/lockstep.py`) and synchronous
+        #: parameter servers on their compiled engine (`sim/ps_lockstep.py`) where they
+        #: apply; False forces the event engine (the tests compare them)
         self.lockstep = lockstep
         self.replication = replication
         self.env = simpy.Environment()
@@ -285,6 +286,8 @@ class Simulation:
     def run(self) -> SimulationOutcome:
         if self.lockstep and lockstep.eligible(self):
             return lockstep.run(self)
+        if self.lockstep and ps_lockstep.eligible(self):
+            return ps_lockstep.run(self)
 
         self.supervisor = Supervisor(self)
         self.env.run(until=self.finished)

@@ -4,8 +4,8 @@ rule 23), found by kind as `sim/collectives.py`'s `ALGORITHMS` finds a collectiv
 A `Strategy` says what the engine needs to know of a kind and nothing else asks: the
 training that runs it (its module: `sim/allreduce.py`, `sim/ps.py`, `sim/pipeline.py`,
 `sim/independent.py`), the strategy of its one-worker baseline (scaling efficiency's
-denominator), whether the lockstep engine may time it, and which failures it survives
-without restarting the job.
+denominator), which engine may time it, and which failures it survives without
+restarting the job.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ class Strategy(Protocol):
         """The strategy of the same point on one worker."""
         ...
 
-    def lockstep(self, strategy: StrategySpec) -> bool:
-        """Whether the lockstep engine (`sim/lockstep.py`) may time it (the engine checks
-        the rest: no failures, no trace, buckets to reduce)."""
+    def engine(self, strategy: StrategySpec) -> str:
+        """The engine that may time it: `lockstep` (`sim/lockstep.py`), `ps-lockstep`
+        (`sim/ps_lockstep.py`) or `events`; the engine checks the rest (no failures, no
+        trace, ...) and leaves what it cannot time to the event engine."""
         ...
 
     def survives(self, role: str, index: int) -> bool:
@@ -46,14 +47,14 @@ class Strategy(Protocol):
 
 
 class _Strategy:
-    """What most kinds answer: the same strategy on one worker, no lockstep engine, and
+    """What most kinds answer: the same strategy on one worker, the event engine, and
     every failure fatal."""
 
     def baseline(self, strategy: StrategySpec) -> StrategySpec:
         return strategy
 
-    def lockstep(self, strategy: StrategySpec) -> bool:
-        return False
+    def engine(self, strategy: StrategySpec) -> str:
+        return "events"
 
     def survives(self, role: str, index: int) -> bool:
         return False
@@ -66,8 +67,8 @@ class AllReduce(_Strategy):
     def training(self, sim: Simulation, start_step: int) -> Training:
         return AllreduceTraining(sim, start_step)
 
-    def lockstep(self, strategy: StrategySpec) -> bool:
-        return strategy.sync
+    def engine(self, strategy: StrategySpec) -> str:
+        return "lockstep" if strategy.sync else "events"
 
 
 class ParameterServers(_Strategy):
@@ -83,6 +84,9 @@ class ParameterServers(_Strategy):
             if strategy.backup_workers
             else strategy
         )
+
+    def engine(self, strategy: StrategySpec) -> str:
+        return "ps-lockstep" if strategy.sync else "events"
 
     def survives(self, role: str, index: int) -> bool:
         return role == "worker" and index != 0

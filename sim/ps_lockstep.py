@@ -1,0 +1,189 @@
+"""Synchronous parameter servers on a compiled engine: the event engine's model, in numba.
+
+The event engine (`sim/ps_sync.py` over `sim/ps_dataflow.py` and the flow network) spends
+its time on SimPy events and the Python around them: about 70 per worker-step. Here the
+same job runs in one compiled loop (`_run`) with its own calendar, which replays what
+those SimPy processes do, event for event:
+
+* each worker's step: the closure's dispatch, one pull per group of layers (a flow from
+  every shard holding part of it), the forward pass group by group once each group has
+  arrived (all of them first without `overlap`), the backward pass group by group from the
+  output, each group's push to its shards as backward produces it (after backward without
+  `overlap`), then the step's update;
+* each step's round: a shard's counter fires once N - b workers' gradients have all
+  arrived there (b = `backup_workers`; later ones are dropped and counted), the update
+  once every shard's has, then the checkpoint where one is due; a worker whose pushes
+  were late takes up the job's next step, its flows still in flight meanwhile;
+* the flow network: the flows in flight share the links max-min fairly
+  (`sim.flowkernel.fill`, the flow network's own solve), recomputed whenever flows
+  start or end; flows that start at the same instant start as one batch, and a flow is
+  done when a rounding sliver is left, exactly as `FlowNetwork` does.
+
+Events at the same instant run in SimPy's order (time, then urgency, then the order they
+were scheduled), and every time is computed with the event engine's additions, so both
+engines give the same records to rounding; the tests compare them on random jobs
+(tests/test_ps_lockstep.py).
+
+`eligible` says what runs here: synchronous parameter servers with `sync_scope: step` on
+the flow network, without host aggregation, failures, a trace or a calibration profile's
+shared cores and closures. Everything else runs on the event engine.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import simpy
+
+from .outcome import SimulationOutcome
+from .ps_dataflow import Dataflow, pushers_of
+from .ps_servers import ServerGroup
+from .shards import deal
+from .strategies import strategy_of
+from .training import Process
+
+if TYPE_CHECKING:
+    from .simulation import Simulation
+
+
+def eligible(sim: Simulation) -> bool:
+    """Whether `run` gives this point's results (otherwise the event engine does)."""
+    spec = sim.spec
+    strategy = spec.strategy
+    servers = sim.costs.servers
+    return (
+        strategy_of(strategy).engine(strategy) == "ps-lockstep"
+        and strategy.sync_scope == "step"
+        and not (strategy.local_aggregation and sim.topology.devices_per_host > 1)
+        and spec.sim.network_model == "flow"
+        and spec.cluster.profile is None
+        and sim.compute_rate is None
+        and servers.closure_s is None
+        and not spec.failures
+        and not sim.tracer.enabled
+    )
+
+
+def run(sim: Simulation) -> SimulationOutcome:
+    """Every step of every worker, on the compiled engine."""
+    from . import flowkernel, ps_kernel  # numba: only the runs that come here load it
+
+    strategy = sim.spec.strategy
+    topo = sim.topology
+    compute = sim.compute
+    dealt = deal(
+        sim.spec.model.variables(),
+        compute.params.tolist(),
+        strategy.servers,
+        strategy.partition,
+        compute.bytes_per_param,
+    )
+    servers = ServerGroup(sim, _no_processes, dealt, strategy.placement, sim.costs.servers)
+    dataflow = Dataflow(sim, servers, dealt, pushers_of(sim))
+    n, total = sim.workers, sim.total_steps
+    shards = len(servers.nodes)
+    groups = dataflow.groups
+    parts = np.array([g.nbytes for g in groups], dtype=float).reshape(len(groups), shards)
+    width = topo.max_path
+    pull_paths = np.full((n, shards, width), -1, dtype=np.int64)
+    push_paths = np.full((n, shards, width), -1, dtype=np.int64)
+    pull_latency = np.zeros((n, shards))
+    push_latency = np.zeros((n, shards))
+    pull_inter = np.zeros((n, shards), dtype=np.bool_)
+    push_inter = np.zeros((n, shards), dtype=np.bool_)
+    for w in range(n):
+        for j, shard in enumerate(servers.nodes):
+            down, up = topo.route(shard, w), topo.route(w, shard)
+            pull_paths[w, j], pull_latency[w, j], pull_inter[w, j] = (
+                down.padded,
+                down.latency,
+                down.inter_host,
+            )
+            push_paths[w, j], push_latency[w, j], push_inter[w, j] = (
+                up.padded,
+                up.latency,
+                up.inter_host,
+            )
+    every = sim.checkpoint_every or 0
+    costs = sim.costs.servers
+    times = np.array(
+        [costs.call_s, costs.dispatch_s, costs.update_s, sim.costs.checkpoint_s], dtype=float
+    )
+    ints = np.array(
+        [n - strategy.backup_workers, sim.warmup, every, int(dataflow.overlap)], dtype=np.int64
+    )
+    rec_int = np.zeros((n * total, 2), dtype=np.int64)
+    rec = np.zeros((n * total, 6))
+    totals = np.zeros(6)
+    step_ends = np.full(total, np.nan)
+    rows = ps_kernel.run(
+        topo.capacity,
+        pull_paths,
+        pull_latency,
+        pull_inter,
+        push_paths,
+        push_latency,
+        push_inter,
+        parts,
+        np.array([g.forward_s for g in groups], dtype=float),
+        np.array([g.backward_s for g in groups], dtype=float),
+        sim.stragglers.factors(n, total),
+        sim.stragglers.delays(n, total),
+        times,
+        ints,
+        rec_int,
+        rec,
+        step_ends,
+        totals,
+        flowkernel.scratch(len(topo.capacity), 2 * n * shards * len(groups) + 1, width),
+    )
+    measure_time, measure_bytes, network_bytes, dropped, dropped_measured, checkpoints = totals
+    sim.records.extend(
+        worker=rec_int[:rows, 0],
+        step=rec_int[:rows, 1],
+        start=rec[:rows, 0],
+        compute_end=rec[:rows, 1],
+        comm_end=rec[:rows, 2],
+        end=rec[:rows, 3],
+        comm_s=rec[:rows, 4],
+        generation=0,
+        staleness=0,
+        stall=rec[:rows, 5],
+    )
+    sim.step_ends[:] = step_ends
+    sim.completed = total
+    sim.checkpoints = int(checkpoints)
+    for _ in range(sim.checkpoints):  # the event engine's sum
+        sim.checkpoint_time += sim.costs.checkpoint_s
+    if sim.checkpoints:
+        last = (total // every) * every
+        sim.last_checkpoint = (last, float(step_ends[last - 1]))
+    sim.network.bytes_on_network = network_bytes
+    for step in range(total):
+        sim.report(step + 1, float(step_ends[step]))
+    if sim.measure_start is None and not np.isnan(measure_time):
+        sim.measure_start = (float(measure_time), float(measure_bytes))
+    start_time, start_bytes = sim.measure_start or (0.0, 0.0)
+    return SimulationOutcome(
+        records=sim.records,
+        step_ends=sim.step_ends,
+        measure_start=start_time,
+        bytes_on_network=network_bytes - start_bytes,
+        tracer=sim.tracer,
+        failures=0,
+        lost_steps=0,
+        lost_work_time=0.0,
+        recovery_time=0.0,
+        checkpoint_time=sim.checkpoint_time,
+        dropped_gradients=int(dropped),
+        dropped_measured=int(dropped_measured),
+        generation=0,
+        checkpoints=sim.checkpoints,
+        trials=None,
+        engine="ps-lockstep",
+    )
+
+
+def _no_processes(_: Process) -> simpy.Process:
+    raise AssertionError("the compiled engine starts no SimPy process")

@@ -1,0 +1,184 @@
+"""Synchronous parameter servers on the compiled engine (sim/ps_lockstep.py) against the
+event engine it stands in for: the same records and summaries, to 1e-9 relative, on the
+bundled scenarios and on random jobs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import ROOT, make_spec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scenarios import load
+from scenarios.spec import ScenarioSpec
+from sim import lockstep, ps_lockstep, runner
+from sim.costs import ServerCosts
+from sim.metrics import summarize
+from sim.outcome import StepRecord
+from sim.simulation import Simulation
+
+RTOL = 1e-9
+
+
+def assert_same(spec: ScenarioSpec) -> None:
+    compiled = Simulation(spec)
+    assert ps_lockstep.eligible(compiled)
+    fast, exact = compiled.run(), Simulation(spec, lockstep=False).run()
+    np.testing.assert_allclose(fast.step_ends, exact.step_ends, rtol=RTOL, atol=1e-15)
+    a, b = summarize(spec, fast), summarize(spec, exact)
+    assert a.keys() == b.keys()
+    for key, value in b.items():
+        assert a[key] == pytest.approx(value, rel=RTOL, abs=1e-12), key
+    for name in ("dropped_gradients", "dropped_measured", "checkpoints", "measure_start"):
+        assert getattr(fast, name) == pytest.approx(getattr(exact, name), rel=RTOL), name
+    # the records in the order the workers wrote them (steps.csv's order)
+    assert len(fast.records) == len(exact.records)
+    for name in StepRecord._fields:
+        np.testing.assert_allclose(
+            fast.records.column(name), exact.records.column(name), rtol=RTOL, atol=1e-15
+        )
+
+
+@pytest.mark.parametrize(
+    ("path", "sets"),
+    [
+        ("scenarios/library/vgg16-parameter-servers.yaml", ()),
+        ("tests/benchmarks/ps-inception3.yaml", ("cluster.hosts=12", "strategy.servers=5")),
+        ("scenarios/library/stragglers-backup-workers.yaml", ()),
+        ("scenarios/validation/parameter-servers.yaml", ()),
+    ],
+)
+def test_bundled_scenarios(path: str, sets: tuple[str, ...]) -> None:
+    ran = 0
+    for point in load(ROOT / path, [*sets, "training.steps=3", "training.warmup_steps=1"]).points:
+        if ps_lockstep.eligible(Simulation(point.spec)):
+            assert_same(point.spec)
+            ran += 1
+    assert ran
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    hosts=st.integers(1, 5),
+    devices=st.integers(1, 3),
+    servers=st.integers(1, 4),
+    placement=st.sampled_from(["dedicated", "colocated"]),
+    partition=st.sampled_from(["round_robin", "greedy", "sliced"]),
+    fusion=st.sampled_from([None, "4 MB", "1 GiB"]),
+    overlap=st.booleans(),
+    backup=st.integers(0, 2),
+    jitter=st.sampled_from([0.0, 0.1]),
+    hiccups=st.booleans(),
+    every=st.sampled_from([None, 2]),
+    warmup=st.integers(0, 2),
+    network=st.sampled_from(["10 Gbit/s", "100 Gbit/s"]),
+)
+def test_random_jobs(
+    hosts: int,
+    devices: int,
+    servers: int,
+    placement: str,
+    partition: str,
+    fusion: str | None,
+    overlap: bool,
+    backup: int,
+    jitter: float,
+    hiccups: bool,
+    every: int | None,
+    warmup: int,
+    network: str,
+) -> None:
+    stragglers: dict[str, Any] = {"jitter": jitter}
+    if hiccups:
+        stragglers["transient"] = {"probability": 0.3, "delay": "5 ms"}
+    strategy: dict[str, Any] = {
+        "kind": "parameter_server",
+        "servers": servers,
+        "placement": placement,
+        "partition": partition,
+        "overlap": overlap,
+        "backup_workers": min(backup, hosts * devices - 1),
+    }
+    if fusion is not None:
+        strategy["fusion_buffer"] = fusion
+    spec = make_spec(
+        **{
+            "model": "resnet50",
+            "cluster.hosts": hosts,
+            "cluster.devices_per_host": devices,
+            "cluster.network.bandwidth": network,
+            "strategy": strategy,
+            "stragglers": stragglers,
+            "checkpoint": {"every_steps": every} if every else {},
+            "training.steps": 3,
+            "training.warmup_steps": warmup,
+        }
+    )
+    assert_same(spec)
+
+
+def test_only_where_it_applies() -> None:
+    ps = {"kind": "parameter_server", "servers": 2}
+    assert ps_lockstep.eligible(Simulation(make_spec(strategy=ps)))
+    assert not lockstep.eligible(Simulation(make_spec(strategy=ps)))
+    others = [
+        make_spec(),  # all-reduce
+        make_spec(strategy={**ps, "sync": False}),
+        make_spec(strategy={**ps, "sync_scope": "variable"}),
+        make_spec(strategy=ps, **{"sim.network_model": "analytical"}),
+        make_spec(strategy={**ps, "local_aggregation": True}, **{"cluster.devices_per_host": 2}),
+        make_spec(strategy=ps, failures=[{"role": "worker", "at_step": 2, "downtime": "1 s"}]),
+    ]
+    for spec in others:
+        assert not ps_lockstep.eligible(Simulation(spec))
+    assert not ps_lockstep.eligible(Simulation(make_spec(strategy=ps), trace=True))
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_server_costs(overlap: bool) -> None:
+    # a closure's dispatch, a call's fixed cost and the update's call, as a calibration
+    # gives them (the engine itself leaves calibrated points to the event engine)
+    spec = make_spec(
+        **{
+            "model": "resnet50",
+            "cluster.hosts": 3,
+            "cluster.devices_per_host": 2,
+            "strategy": {"kind": "parameter_server", "servers": 2, "overlap": overlap},
+            "stragglers": {"jitter": 0.1},
+            "training.steps": 3,
+        }
+    )
+    servers = ServerCosts(dispatch_s=2e-3, call_s=5e-4, update_s=3e-3)
+    outcomes = []
+    for fast in (True, False):
+        sim = Simulation(spec, lockstep=fast)
+        sim.costs = replace(sim.costs, servers=servers)
+        assert ps_lockstep.eligible(sim)
+        outcomes.append(sim.run())
+    fast_run, exact = outcomes
+    assert fast_run.engine == "ps-lockstep" and exact.engine == "events"
+    np.testing.assert_allclose(fast_run.step_ends, exact.step_ends, rtol=RTOL)
+    for name in StepRecord._fields:
+        np.testing.assert_allclose(
+            fast_run.records.column(name), exact.records.column(name), rtol=RTOL, atol=1e-15
+        )
+
+
+def test_meta_names_the_engine_of_every_point() -> None:
+    scenario = load(ROOT / "tests/golden/ring-vs-ps-jitter/scenario.yaml")
+    engines = runner.run(scenario).engines
+    expected = {}
+    for point in scenario.points:
+        strategy = point.spec.strategy
+        if strategy.all_reduces:
+            expected[point.id] = "lockstep"
+        elif point.spec.sim.network_model == "flow" and not strategy.local_aggregation:
+            expected[point.id] = "ps-lockstep"
+        else:
+            expected[point.id] = "events"
+    assert engines == expected
+    assert set(engines.values()) == {"lockstep", "ps-lockstep", "events"}
