@@ -59,6 +59,7 @@ from .job import Job
 from .launcher import InjectedFailure, Kill, Launcher
 from .pool import Measured
 from .runner import jobs_for
+from .strategies import Probe, strategy_of
 
 #: steps timed per compute measurement (after the scenario's warm-up steps)
 COMPUTE_STEPS = 100
@@ -277,39 +278,12 @@ def _machine(device: str) -> Machine:
     )
 
 
-#: one probe of the machine besides compute: ("transfer",), ("allreduce", processes),
-#: ("coordinator",) or ("update", model, dtype, servers)
-Probe = tuple[Any, ...]
-
-
 def probes_of(spec: ScenarioSpec) -> list[Probe]:
     """The probes a point's simulation takes numbers from, besides its compute: the
-    transfer (with the exchange and small messages) always; wherever processes move
-    tensors between them (all-reduce on several, parameter servers), the all-reduce on 2
-    processes: what each moves each way sending as it receives, and what a busy core moves
-    (sim/costs/measured.py, "exchange" and "cores"); under all-reduce, the collective on as
-    many processes as the point's too (reported, not used); under parameter servers, the
-    coordinator and the model's update and closures on the point's servers; a pipeline's
-    stage alone and fed by a stage of its own, one at a time (its messages' cost); in
-    graph, the all-reduce among one process's devices and the dispatch probe (its
-    client's cost)."""
-    probes: list[Probe] = [("transfer",)]
-    st = spec.strategy
-    if st.in_graph and spec.workers > 1:
-        devices = spec.cluster.devices_per_host
-        model = (spec.model.name, spec.training.batch_per_worker)
-        return [*probes, ("in_graph", devices), ("dispatch", *model, devices)]
-    if st.pipelined and st.stages > 1:
-        return [*probes, ("fed", spec.model.name, spec.training.batch_per_worker, st.micro_batches)]
-    if spec.strategy.all_reduces and spec.workers > 1:
-        probes += [("allreduce", n) for n in sorted({2, spec.workers})]
-    if spec.strategy.serves_parameters:
-        probes += [
-            ("allreduce", 2),
-            ("coordinator",),
-            ("update", spec.model.name, spec.model.dtype, spec.strategy.servers),
-        ]
-    return probes
+    transfer (with the exchange and small messages; sim/costs/measured.py) always, then
+    those its strategy's plug-in names (real/strategies/<kind>.py, `probes`)."""
+    plugin = strategy_of(spec.strategy)
+    return [("transfer",), *(plugin.probes(spec) if plugin is not None else [])]
 
 
 def measure_probe(probe: Probe, spec: ScenarioSpec, into: Measured) -> str:

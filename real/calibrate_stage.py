@@ -14,7 +14,8 @@ from measured.profile import ComputeEntry
 from scenarios.spec import ScenarioSpec
 
 from .launcher import Launcher, LaunchResult
-from .runner import jobs_for, pipeline_jobs
+from .runner import jobs_for
+from .strategies.pipeline import pipeline_jobs
 
 
 def measure_stage(

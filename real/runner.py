@@ -1,10 +1,11 @@
 """Run every sweep point of a scenario for real and summarize it like the simulator does.
 
-What runs: synchronous ring all-reduce with TensorFlow's MultiWorkerMirroredStrategy (one
-process per worker on this host, RING collectives on CPU, NCCL on GPU), synchronous and
-asynchronous parameter servers with ParameterServerStrategy (`real/process/ps.py`), independent
-trials (`real/trials.py`), a single worker without a strategy, and the failures and
-stragglers a scenario injects. What it cannot run as specified is refused before anything
+What runs: each strategy's jobs as its plug-in makes them (real/strategies/: synchronous
+ring all-reduce with TensorFlow's MultiWorkerMirroredStrategy, one process per worker on
+this host, RING collectives on CPU, NCCL on GPU; synchronous and asynchronous parameter
+servers with ParameterServerStrategy; a pipeline's stages; independent trials, run by
+`real/trials.py`), a single worker without a strategy, and the failures and stragglers a
+scenario injects. What it cannot run as specified is refused before anything
 starts (`real/checks.py`).
 """
 
@@ -21,13 +22,12 @@ from typing import Any
 import pandas as pd
 
 from results.stats import combine
-from results.streams import stream
 from scenarios import vocab
+from scenarios.errors import NotModelledError
 from scenarios.loader import Point, Scenario
 from scenarios.spec import ScenarioSpec
 from scenarios.strategy import algorithm_column
 from workloads.convergence import curve_frame
-from workloads.pipeline import stage_layers
 from workloads.schedule import schedule_of
 
 from .checks import check_supported, require_gpu
@@ -35,19 +35,18 @@ from .failures import launch_with_failures
 from .job import Job
 from .launcher import GaveUp, Launcher, LaunchResult
 from .spark import SparkLauncher
+from .strategies import strategy_of
 from .summary import summarize, trace_of
 from .trials import run_trials
 
 #: seconds a collective may hang before TensorFlow aborts it (a hang is reported, never waited)
 COLLECTIVE_TIMEOUT_S = 120
-#: how often a pipeline stage samples its CPU time (the trace's compute spans)
-BUSY_EVERY_S = 0.005
 
 
 def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
-    """The processes of a point's job (with `workers` workers in place of the point's):
-    each worker; under parameter servers the coordinator first, then the workers and the
-    servers, which serve."""
+    """The processes of a point's job (with `workers` workers in place of the point's), as
+    its strategy's plug-in makes them (real/strategies/) from the point's place and
+    training."""
     n = spec.workers if workers is None else workers
     rates = schedule_of(spec, n)  # scaled, warmed up and decayed as workloads/schedule.py says
     common = Job(
@@ -63,56 +62,14 @@ def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
         warmup_steps=spec.training.warmup_steps,
         steps=spec.training.steps,
         data=spec.training.data,
-        bytes_per_pack=bytes_per_pack(spec),
         **target_fields(spec),
     )
-    st = spec.strategy
-    if st.serves_parameters:  # even alone, a worker talks to its servers
-        total = spec.training.warmup_steps + spec.training.steps
-        injected = [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]
-        chief = common.replace(
-            role="chief",
-            servers=st.servers,
-            partition=st.partition,
-            sync=st.sync,
-            backup_workers=min(st.backup_workers, n - 1) if st.sync else 0,  # alone: none
-            slowdowns=[job.step_slowdowns(total) for job in injected],
-            worker_hiccups=[job.hiccups for job in injected],
+    plugin = strategy_of(spec.strategy)
+    if plugin is None:
+        raise NotModelledError(
+            f"strategy.kind: {spec.strategy.kind}: not implemented yet by run-real"
         )
-        workers_ = [common.replace(role="worker", index=i, serve=True) for i in range(n)]
-        servers = [common.replace(role="ps", index=j, serve=True) for j in range(st.servers)]
-        return [chief, *workers_, *servers]
-    if st.pipelined:
-        # one copy of the model, its stages driven by the chief (real/process/pipeline.py); alone,
-        # the whole model on one device in one micro-batch
-        if n == spec.workers:
-            return pipeline_jobs(common, spec, [len(r) for r in stage_layers(spec)])
-        return pipeline_jobs(common, spec, [len(spec.model.layer_table())], micro_batches=1)
-    if st.in_graph and n > 1:
-        # one client driving the host's devices (MirroredStrategy): one process
-        return [common.replace(workers=1, local_devices=n)]
-    return [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]
-
-
-def pipeline_jobs(
-    common: Job, spec: ScenarioSpec, split: list[int], micro_batches: int | None = None
-) -> list[Job]:
-    """A pipeline's chief and its stages' servers, `split` layers a stage, the strategy's
-    micro-batches unless `micro_batches` says."""
-    st = spec.strategy
-    chief = common.replace(
-        role="chief",
-        workers=1,
-        stages=len(split),
-        micro_batches=st.micro_batches if micro_batches is None else micro_batches,
-        pipeline_schedule=st.schedule,
-        split=split,
-    )
-    stages = [
-        common.replace(role="worker", index=k, serve=True, pin=True, busy_every_s=BUSY_EVERY_S)
-        for k in range(len(split))
-    ]
-    return [chief, *stages]
+    return plugin.jobs(spec, common, n)
 
 
 def target_fields(spec: ScenarioSpec) -> dict[str, Any]:
@@ -125,36 +82,6 @@ def target_fields(spec: ScenarioSpec) -> dict[str, Any]:
         "eval_every": spec.training.evaluation.every_steps,
         "holdout": spec.training.holdout_samples,
     }
-
-
-def bytes_per_pack(spec: ScenarioSpec) -> int:
-    """`strategy.fusion_buffer` as MultiWorkerMirroredStrategy's `bytes_per_pack`: packs
-    close once they exceed it, in variable order, as the simulator's buckets close once
-    they reach it; 0 (TensorFlow: one pack of every gradient) where one bucket holds them
-    all. `fusion_buffer: 0` (one tensor a bucket) is 1 byte: every pack closes after its
-    first tensor."""
-    if not spec.strategy.all_reduces:
-        return 0
-    fusion = spec.strategy.fusion_buffer
-    if fusion >= spec.model.gradient_bytes:
-        return 0
-    return max(1, int(fusion))
-
-
-def stragglers_of(spec: ScenarioSpec, worker: int) -> dict[str, Any]:
-    """What worker `worker` injects: jitter, persistent slowness, transient hiccups (seconds
-    per step), from the same seeded streams as the simulator."""
-    total = spec.training.warmup_steps + spec.training.steps
-    slow = 1.0
-    for group in spec.stragglers.slow:
-        if worker in group.workers:
-            slow *= group.factor
-    hiccups = [0.0] * total
-    transient = spec.stragglers.transient
-    if transient is not None and transient.probability > 0:
-        hit = stream(spec.seed, 0, "transient", worker).random(total) < transient.probability
-        hiccups = [transient.delay if h else 0.0 for h in hit.tolist()]
-    return {"jitter": spec.stragglers.jitter, "slow": slow, "hiccups": hiccups}
 
 
 @dataclass
@@ -179,7 +106,8 @@ _BASELINES: dict[str, float] = {}
 def run_trials_point(point: Point) -> RealPoint:
     started = time.perf_counter()
     spec = point.spec
-    figures, records, placement = run_trials(spec, jobs_for(spec, 1)[0])
+    # a trial trains alone: one worker's rates
+    figures, records, placement = run_trials(spec, jobs_for(spec, 1))
     t0 = min(r["start"] for r in records)
     row: dict[str, Any] = {
         "point": point.id,

@@ -4,7 +4,7 @@ classic Spark `launch(map_fun, args_dict)` pattern, one task per combination).
 
 A trial value for `batch_per_worker`, `steps` or `learning_rate` changes that trial's
 training; other hyperparameters are passed along (`trial` in the job) and change nothing
-the backend can run today.
+the backend can run today (real/strategies/independent.py makes the jobs).
 """
 
 from __future__ import annotations
@@ -18,35 +18,18 @@ import numpy as np
 
 from results.stats import step_stats
 from scenarios.spec import ScenarioSpec
-from scenarios.trials import trial_grid
 
 from .job import Job
 from .launcher import Launcher, LaunchResult, RunError
 from .spark import run_trials as on_spark
 
-#: the hyperparameters a trial's job itself takes
-TAKEN = ("batch_per_worker", "steps", "learning_rate")
-
-
-def trial_jobs(spec: ScenarioSpec, base: Job) -> list[Job]:
-    """One single-worker job per combination of `strategy.trials`; the hyperparameters the
-    job itself takes (batch, steps, learning rate) are set in it."""
-    jobs = []
-    for index, params in enumerate(trial_grid(dict(spec.strategy.trials or {}))):
-        taken = {k: params[k] for k in TAKEN if k in params}
-        if "learning_rate" in params and base.schedule is not None:  # one worker: unscaled
-            rate = params["learning_rate"]
-            taken["schedule"] = {**base.schedule, "base": rate, "peak": rate}
-        jobs.append(base.replace(index=0, workers=1, trial=index, hyperparameters=params, **taken))
-    return jobs
-
 
 def run_trials(
-    spec: ScenarioSpec, base: Job
+    spec: ScenarioSpec, jobs: list[Job]
 ) -> tuple[dict[str, Any], list[dict], list[dict[str, Any]]]:
-    """Run every trial on `spec.workers` slots (on Spark: as many as its executors have);
-    return the row's figures, the records, and where each trial ran (Spark only)."""
-    jobs = trial_jobs(spec, base)
+    """Run every trial's job (real/strategies/independent.py makes them) on `spec.workers`
+    slots (on Spark: as many as its executors have); return the row's figures, the
+    records, and where each trial ran (Spark only)."""
     if spec.real.engine == "spark":
         settings = spec.real.spark
         outcomes = on_spark(

@@ -111,7 +111,8 @@ def test_a_stage_fed_by_a_stage_of_no_layers_trains_alike(tmp_path: Path, own: s
     # layers only sends each micro-batch on and takes its gradient back; the training is
     # still the whole MLP's, full batch
     from real.launcher import Launcher
-    from real.runner import jobs_for, pipeline_jobs
+    from real.runner import jobs_for
+    from real.strategies.pipeline import pipeline_jobs
     from scenarios import loads
 
     spec = loads(SCENARIO.replace("SCHEDULE", "gpipe")).points[0].spec

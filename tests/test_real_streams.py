@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import make_spec
 
-from real.runner import jobs_for, stragglers_of
+from real.runner import jobs_for
+from real.strategies.base import stragglers_of
 from sim.simulation import Simulation
 
 

@@ -7,7 +7,8 @@ import textwrap
 
 import pytest
 
-from real.runner import bytes_per_pack, check_supported, jobs_for
+from real.runner import check_supported, jobs_for
+from real.strategies.allreduce import bytes_per_pack
 from scenarios import loads
 from scenarios.errors import NotModelledError
 

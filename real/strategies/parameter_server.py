@@ -1,0 +1,57 @@
+"""`strategy.kind: parameter_server` for real: TensorFlow's ParameterServerStrategy and
+ClusterCoordinator, synchronous or asynchronous (real/process/ps.py). The coordinator is
+the chief; the workers and the servers only serve."""
+
+from __future__ import annotations
+
+from scenarios.spec import ScenarioSpec
+
+from ..job import Job
+from .base import Probe, stragglers_of
+
+
+class ParameterServers:
+    def problems(self, spec: ScenarioSpec) -> list[str]:
+        st = spec.strategy
+        if st.sync and st.partition == "sliced" and st.servers > 1:
+            return ["strategy.partition: sliced with synchronous parameter servers"]
+        if st.partition == "greedy":
+            return ["strategy.partition: greedy (TF 2 has no greedy placement)"]
+        if st.placement != "dedicated":
+            return [f"strategy.placement: {st.placement}"]
+        if st.local_aggregation:
+            return ["strategy.local_aggregation"]
+        if st.staleness is not None or st.max_iterations_ahead is not None:
+            name = "staleness" if st.staleness is not None else "max_iterations_ahead"
+            return [f"strategy.{name} (TensorFlow has no SSP bound)"]
+        return []
+
+    def jobs(self, spec: ScenarioSpec, common: Job, workers: int) -> list[Job]:
+        """The coordinator first (it injects every worker's stragglers into the closures it
+        schedules: workers run no Python of their own), then the workers and the servers,
+        which serve. Even alone, a worker talks to its servers."""
+        st, n = spec.strategy, workers
+        total = spec.training.warmup_steps + spec.training.steps
+        injected = [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]
+        chief = common.replace(
+            role="chief",
+            servers=st.servers,
+            partition=st.partition,
+            sync=st.sync,
+            backup_workers=min(st.backup_workers, n - 1) if st.sync else 0,  # alone: none
+            slowdowns=[job.step_slowdowns(total) for job in injected],
+            worker_hiccups=[job.hiccups for job in injected],
+        )
+        workers_ = [common.replace(role="worker", index=i, serve=True) for i in range(n)]
+        servers = [common.replace(role="ps", index=j, serve=True) for j in range(st.servers)]
+        return [chief, *workers_, *servers]
+
+    def probes(self, spec: ScenarioSpec) -> list[Probe]:
+        """The all-reduce on 2 processes (what a busy core moves), the coordinator's round
+        trips, and a synchronous round's update on the point's servers."""
+        model = spec.model
+        return [
+            ("allreduce", 2),
+            ("coordinator",),
+            ("update", model.name, model.dtype, spec.strategy.servers),
+        ]
