@@ -10,9 +10,10 @@ version's to the last bit, and the tests hold the two equal on random networks.
 
 Importing this module compiles nothing: numba compiles `solve` on its first call, and
 caches the machine code next to this file (`cache=True`), so a later process loads it.
-Only the flow network imports it, and only once a solve is big enough to need it
-(`sim.network.COMPILED_FROM` flows), so runs that never share links among many flows
-never load numba.
+The flow network imports it only once it has solved many times over many flows
+(`sim.network.COMPILED_FROM`, `COMPILED_AFTER`), so runs that never share links among
+many flows, or do so a few times (a collective on an idle network), never load numba;
+the compiled parameter-server engine (`sim/ps_kernel.py`) calls `fill` itself.
 """
 
 from __future__ import annotations

@@ -84,9 +84,10 @@ def test_whole_runs_equal_on_either_solve(
 ) -> None:
     spec = load(ROOT / path, sets).points[point].spec
     outcomes = []
+    monkeypatch.setattr(sim.network, "COMPILED_AFTER", 0)
     for compiled_from in (sys.maxsize, 1):  # numpy only, then the kernel for every solve
         monkeypatch.setattr(sim.network, "COMPILED_FROM", compiled_from)
-        outcomes.append(Simulation(spec).run())
+        outcomes.append(Simulation(spec, lockstep=False).run())
     numpy_run, kernel_run = outcomes
     assert len(kernel_run.records) == len(numpy_run.records) > 0
     for name in StepRecord._fields:
@@ -97,13 +98,16 @@ def test_whole_runs_equal_on_either_solve(
     assert kernel_run.bytes_on_network == pytest.approx(numpy_run.bytes_on_network, rel=1e-9)
 
 
-def test_numba_loads_only_when_a_solve_needs_it() -> None:
-    # the ring's small scenario: few flows in flight at once, numba never imported
+def test_numba_loads_only_where_it_pays() -> None:
+    # a 64-worker ring in lockstep: 64 flows in flight, but each bucket's collective is
+    # simulated once, a few solves: numba never imported
     code = (
         "import sys\n"
         "from scenarios import load\n"
         "from sim.simulation import Simulation\n"
-        "spec = load('tests/golden/ring-vs-ps-jitter/scenario.yaml').points[0].spec\n"
+        "sets = ['cluster.hosts=8', 'training.steps=2']\n"
+        "spec = load('scenarios/library/resnet50-1024-ring.yaml', sets).points[0].spec\n"
+        "assert spec.workers == 64\n"
         "Simulation(spec).run()\n"
         "assert 'numba' not in sys.modules, 'numba imported'\n"
     )
