@@ -11,7 +11,7 @@ version's to the last bit, and the tests hold the two equal on random networks.
 Importing this module compiles nothing: numba compiles `solve` on its first call, and
 caches the machine code next to this file (`cache=True`), so a later process loads it.
 The flow network imports it only once it has solved many times over many flows
-(`sim.network.COMPILED_FROM`, `COMPILED_AFTER`), so runs that never share links among
+(`sim.network.COMPILED_FROM`, `COMPILED_AFTER_S`), so runs that never share links among
 many flows, or do so a few times (a collective on an idle network), never load numba;
 the compiled parameter-server engine (`sim/ps_kernel.py`) calls `fill` itself.
 """

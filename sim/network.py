@@ -30,6 +30,7 @@ Two back ends, chosen by `sim.network_model`:
 from __future__ import annotations
 
 import dataclasses
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -156,10 +157,10 @@ class AnalyticalNetwork(Network):
 #: from this many flows in flight on, rates come from the compiled kernel
 #: (`sim/flowkernel.py`, bit for bit the same as `max_min_rates`); below, numpy is as fast
 COMPILED_FROM = 16
-#: ... once a network has solved this many times that big: loading numba (about 0.4 s and
-#: 150 MB) pays only for runs with many rate updates, not for one collective on an idle
-#: network (the lockstep engine's)
-COMPILED_AFTER = 100
+#: ... once a network has spent this many seconds in numpy's solves that big: loading
+#: numba (about 0.5 s and 150 MB) pays only for runs with many rate updates, not for a
+#: pipeline's few hundred or one collective on an idle network (the lockstep engine's)
+COMPILED_AFTER_S = 0.5
 
 
 def max_min_rates(paths: np.ndarray, capacity: np.ndarray) -> np.ndarray:
@@ -238,7 +239,7 @@ class FlowNetwork(Network):
         self._next_batch = 0
         self._last = 0.0
         self._wakeup_token = 0
-        self._big_solves = 0  # solves of COMPILED_FROM flows or more
+        self._numpy_s = 0.0  # seconds spent in numpy's solves of COMPILED_FROM flows or more
         self._arrivals: dict[float, list[tuple[np.ndarray, np.ndarray, int]]] = {}
         self._plans: dict[tuple[tuple[Pair, ...], bool], _Plan] = {}
         self._batch_of_event: dict[int, int] = {}  # id(event) -> batch id, while active
@@ -375,11 +376,13 @@ class FlowNetwork(Network):
         if not len(self._remaining):
             self._rates = np.empty(0)
             return
-        if len(self._remaining) >= COMPILED_FROM:
-            self._big_solves += 1
-        if len(self._remaining) < COMPILED_FROM or self._big_solves <= COMPILED_AFTER:
+        big = len(self._remaining) >= COMPILED_FROM
+        if not big or self._numpy_s < COMPILED_AFTER_S:
+            started = time.perf_counter() if big else 0.0
             self._rates = max_min_rates(self._paths, self.topology.capacity)
             dt = float(np.min(self._remaining / self._rates))
+            if big:  # the same rates either way: only the switch's moment is timed
+                self._numpy_s += time.perf_counter() - started
         else:  # the same solve, compiled (numba loads on the first)
             from . import flowkernel
 

@@ -84,7 +84,7 @@ def test_whole_runs_equal_on_either_solve(
 ) -> None:
     spec = load(ROOT / path, sets).points[point].spec
     outcomes = []
-    monkeypatch.setattr(sim.network, "COMPILED_AFTER", 0)
+    monkeypatch.setattr(sim.network, "COMPILED_AFTER_S", 0.0)
     for compiled_from in (sys.maxsize, 1):  # numpy only, then the kernel for every solve
         monkeypatch.setattr(sim.network, "COMPILED_FROM", compiled_from)
         outcomes.append(Simulation(spec, lockstep=False).run())
