@@ -145,6 +145,21 @@ CASES = [
         (),
         2.0,
     ),
+    *(
+        Case(
+            f"ps-sync-{n}x{n // 16}",
+            f"synchronous PS, {n} workers, {n // 16} servers, round-robin, 100 steps",
+            PS,
+            (
+                f"cluster.hosts={n}",
+                f"strategy.servers={n // 16}",
+                "strategy.partition=round_robin",
+                "training.steps=100",
+            ),
+            families=(("ps sync, workers (servers = workers / 16)", n),),
+        )
+        for n in (64, 128, 256)
+    ),
     Case(
         "ps-async-1024x64",
         "asynchronous PS, 1,024 workers, 64 servers, 1,024 updates (one per worker)",
