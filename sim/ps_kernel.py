@@ -10,6 +10,9 @@ for it. A worker is a state machine (`_W_*`) run until it waits for something, a
 SimPy process runs until it yields.
 
 Importing this module compiles nothing; `run` compiles on its first call (cached on disk).
+numba's cache is invalidated by changes to this file only, not to what `run` compiles in
+from another one (numba's "Notes on Caching"): after changing `sim.flowkernel.fill`,
+touch this file too.
 """
 
 from __future__ import annotations
