@@ -2,7 +2,7 @@
 
 The event engine (`sim/ps_sync.py` over `sim/ps_dataflow.py` and the flow network) spends
 its time on SimPy events and the Python around them: about 70 per worker-step. Here the
-same job runs in one compiled loop (`_run`) with its own calendar, which replays what
+same job runs in one compiled loop (`sim/ps_kernel.py`) with its own calendar, which replays what
 those SimPy processes do, event for event:
 
 * each worker's step: the closure's dispatch, one pull per group of layers (a flow from
@@ -25,8 +25,8 @@ engines give the same records to rounding; the tests compare them on random jobs
 (tests/test_ps_lockstep.py).
 
 `eligible` says what runs here: synchronous parameter servers with `sync_scope: step` on
-the flow network, without host aggregation, failures, a trace or a calibration profile's
-shared cores and closures. Everything else runs on the event engine.
+the flow network, without host aggregation, failures, a trace or a calibration profile.
+Everything else runs on the event engine.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ def run(sim: Simulation) -> SimulationOutcome:
     strategy = sim.spec.strategy
     topo = sim.topology
     compute = sim.compute
+    # the server group and the groups a step moves, as `ps_dataflow.server_parts` makes them
     dealt = deal(
         sim.spec.model.variables(),
         compute.params.tolist(),
