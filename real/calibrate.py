@@ -55,7 +55,7 @@ from .calibrate_probes import (
 from .calibrate_stage import measure_stage
 from .checks import check_supported, require_gpu
 from .failures import Failure, process_of
-from .job import Job
+from .job import Job, Server, Training
 from .launcher import InjectedFailure, Kill, Launcher
 from .pool import Measured
 from .runner import jobs_for
@@ -101,13 +101,13 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
     warmup = spec.training.warmup_steps
     # a single plain worker injects nothing: no per-step hiccups, whatever the step count
     quiet = [0.0] * (warmup + COMPUTE_STEPS)
-    jobs = [
+    jobs: list[Job] = [
         base.replace(
             index=i, standalone=True, steps=COMPUTE_STEPS, hiccups=quiet, checkpoint_dir=None
         )
         for i in range(processes)
     ]
-    jobs += [Job(role="ps", index=j, serve=True) for j in range(servers)]
+    jobs += [Server(role="ps", index=j) for j in range(servers)]
     result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
     return _compute_entry(spec, result, processes, servers=servers)
 
@@ -217,6 +217,8 @@ def _one_restart(spec: ScenarioSpec) -> float:
     try:
         jobs = [
             job.replace(checkpoint_dir=directory, checkpoint_every=RESTART_STEPS)
+            if isinstance(job, Training)
+            else job
             for job in jobs_for(quiet)
         ]
         kill = Kill(process=process, watch=watch, at_step=RESTART_STEPS + 2)

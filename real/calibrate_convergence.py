@@ -28,9 +28,9 @@ from scenarios.convergence import ConvergenceSpec
 from scenarios.spec import ScenarioSpec, StrategySpec
 from scenarios.training import Target
 from workloads.convergence import Updates, values
-from workloads.schedule import schedule_of
+from workloads.schedule import Schedule, schedule_of
 
-from .job import Job
+from .job import Job, Training
 from .launcher import Launcher
 from .runner import jobs_for
 
@@ -93,15 +93,17 @@ def curve_jobs(
     (no warm-up, no decay), evaluated every `every` updates on the held-out images, until
     `stop` (None: the bound)."""
     variant = _curve_job(spec, kind, batch, repeat)
-    jobs = [
+    jobs = [  # the training processes; servers train nothing
         job.replace(
-            schedule={"base": rate, "peak": rate},
+            schedule=Schedule(base=rate, peak=rate),
             learning_rate=rate,
-            eval_every=every if job.role in ("worker", "chief") and not job.serve else 0,
+            eval_every=every,
             holdout=spec.training.holdout_samples,
-            target=stop.model_dump() if stop is not None else None,
+            target=stop,
             checkpoint_dir=None,
         )
+        if isinstance(job, Training)
+        else job
         for job in jobs_for(variant)
     ]
     return variant, jobs

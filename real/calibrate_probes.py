@@ -39,10 +39,10 @@ from measured.profile import (
 from scenarios.dynamics import StragglerSpec
 from scenarios.spec import ScenarioSpec, StrategySpec
 
-from .job import Job
+from .job import Job, Probe, Server
 from .launcher import Launcher
 from .pool import fit_alpha_beta
-from .runner import COLLECTIVE_TIMEOUT_S, jobs_for
+from .runner import COLLECTIVE_TIMEOUT_S, common_of
 
 #: message sizes probed (bytes): 1 KiB to 32 MiB, roughly x8 apart
 SIZES = (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 21, 1 << 23, 1 << 25)
@@ -88,10 +88,16 @@ def _probe_samples(result: Any, kinds: tuple[str, ...], worker: int = 0) -> dict
 def measure_transfer(device: str = "cpu") -> tuple[Fit, Fit, Messages]:
     """One tensor moved between two processes one way (pull and push), the same size both
     ways at once (exchange, per direction), and small messages inside one call."""
-    common = Job(index=0, sizes=list(SIZES), repeats=REPEATS, warmup=WARMUP, chain=CHAIN)
-    jobs = [
-        common.replace(role="chief", probe="transfer"),
-        common.replace(role="ps", serve=True),
+    jobs: list[Job] = [
+        Probe(
+            role="chief",
+            probe="transfer",
+            sizes=list(SIZES),
+            repeats=REPEATS,
+            warmup=WARMUP,
+            chain=CHAIN,
+        ),
+        Server(role="ps"),
     ]
     result = Launcher(jobs, TIMEOUT_S, device).run()
     one_way = Fit.model_validate(_fit(_probe_samples(result, ("pull", "push"))))
@@ -122,8 +128,7 @@ def messages_of(records: Iterable[dict[str, Any]]) -> Messages:
 def measure_allreduce(workers: int, device: str = "cpu", in_graph: bool = False) -> CollectiveFit:
     """The all-reduce among `workers` processes, or (`in_graph`) among as many devices of
     one process."""
-    common = Job(
-        index=0,
+    common = Probe(
         workers=workers,
         probe="allreduce",
         sizes=list(SIZES),
@@ -143,11 +148,10 @@ def measure_allreduce(workers: int, device: str = "cpu", in_graph: bool = False)
 
 
 def measure_coordinator(device: str = "cpu") -> Coordinator:
-    common = Job(index=0, repeats=30, warmup=5)
-    jobs = [
-        common.replace(role="chief", probe="coordinator"),
-        common.replace(role="worker", serve=True),
-        common.replace(role="ps", serve=True),
+    jobs: list[Job] = [
+        Probe(role="chief", probe="coordinator", repeats=30, warmup=5),
+        Server(role="worker"),
+        Server(role="ps"),
     ]
     result = Launcher(jobs, TIMEOUT_S, device).run()
     dispatch = _probe_samples(result, ("dispatch",))[4]
@@ -166,16 +170,20 @@ def measure_coordinator(device: str = "cpu") -> Coordinator:
 def measure_update(spec: ScenarioSpec) -> UpdateEntry:
     """The call that applies a synchronous round's update of the point's model on its
     parameter servers (`probe.update`), with one worker and `strategy.servers` servers."""
-    base = jobs_for(single_worker(spec), 1)[0]
+    _, base = common_of(single_worker(spec), 1)
     servers = spec.strategy.servers
-    common = Job(index=0, repeats=UPDATE_REPEATS, warmup=WARMUP + 3)
-    jobs = [
-        common.replace(
-            role="chief", probe="update", keras=base.keras, learning_rate=base.learning_rate
+    jobs: list[Job] = [
+        Probe(
+            role="chief",
+            probe="update",
+            keras=base.keras,
+            learning_rate=base.learning_rate,
+            repeats=UPDATE_REPEATS,
+            warmup=WARMUP + 3,
         ),
-        common.replace(role="worker", serve=True),
+        Server(role="worker"),
     ]
-    jobs += [common.replace(role="ps", index=j, serve=True) for j in range(servers)]
+    jobs += [Server(role="ps", index=j) for j in range(servers)]
     result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
     t = np.asarray(_probe_samples(result, ("update",))[0])
     closures = {

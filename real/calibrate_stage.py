@@ -14,7 +14,7 @@ from measured.profile import ComputeEntry
 from scenarios.spec import ScenarioSpec
 
 from .launcher import Launcher, LaunchResult
-from .runner import jobs_for
+from .runner import common_of
 from .strategies.pipeline import pipeline_jobs
 
 
@@ -30,9 +30,10 @@ def measure_stage(
     input's gradient (the stage then computes that gradient too): the measured stage
     receives and sends one message a micro-batch each way."""
     micro = spec.strategy.micro_batches
-    common = jobs_for(spec, 1)[0].replace(steps=steps)
+    place, training = common_of(spec, 1)
     split = [len(spec.model.layer_table())]
-    jobs = pipeline_jobs(common, spec, [0, *split] if fed else split, micro_batches=micro)
+    layers = [0, *split] if fed else split
+    jobs = pipeline_jobs(place, training.replace(steps=steps), spec, layers, micro_batches=micro)
     results: list[LaunchResult] = []
     failed: list[BaseException] = []
 

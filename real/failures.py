@@ -14,7 +14,7 @@ from results.streams import stream
 from scenarios.dynamics import RandomFailure
 from scenarios.spec import ScenarioSpec
 
-from .job import Job
+from .job import Job, Training
 from .launcher import Generation, InjectedFailure, Kill, Launcher, LaunchResult
 from .spark import SparkLauncher
 from .spark_task import planned
@@ -157,8 +157,11 @@ def launch_with_failures(spec: ScenarioSpec, jobs: list[Job]) -> LaunchResult:
     # checkpoints: where every process sees them (on Spark, real.shared_dir where given)
     shared = spec.real.shared_dir if spark else None
     directory = tempfile.mkdtemp(prefix="trainscale-ckpt-", dir=shared)
-    jobs = [
-        job.replace(checkpoint_dir=directory, checkpoint_every=spec.checkpoint.every_steps)
+    every = spec.checkpoint.every_steps
+    jobs = [  # every training process checkpoints; servers hold nothing of their own
+        job.replace(checkpoint_dir=directory, checkpoint_every=every)
+        if isinstance(job, Training)
+        else job
         for job in jobs
     ]
     total = LaunchResult()

@@ -21,12 +21,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import protocol
-from .job import Job
+from .job import Job, reports
 
 #: a relaunch is said here: with no logging set up, Python prints a warning's message
 _log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def tf_config(jobs: list[Job], addresses: list[str], me: int) -> str:
+def tf_config(jobs: Sequence[Job], addresses: list[str], me: int) -> str:
     """TF_CONFIG for job `me`: every job's role and `host:port`."""
     cluster: dict[str, list[str]] = {}
     for job, address in zip(jobs, addresses, strict=True):
@@ -90,7 +91,9 @@ def tf_config(jobs: list[Job], addresses: list[str], me: int) -> str:
     return json.dumps({"cluster": cluster, "task": task})
 
 
-def process_env(jobs: list[Job], index: int, addresses: list[str], device: str) -> dict[str, str]:
+def process_env(
+    jobs: Sequence[Job], index: int, addresses: list[str], device: str
+) -> dict[str, str]:
     """The environment of job `index`'s process: its TF_CONFIG, the GPU it may use (none
     on a CPU run), and this package on its path."""
     env = dict(os.environ)
@@ -176,7 +179,7 @@ class Launcher:
 
     def __init__(
         self,
-        jobs: list[Job],
+        jobs: Sequence[Job],
         timeout_s: float,
         device: str = "cpu",
         kills: list[Kill] | None = None,
@@ -328,7 +331,7 @@ class Launcher:
     def _collect(self, result: LaunchResult) -> None:
         """Read records until every reporting process is done (servers never are)."""
         deadline = time.monotonic() + self.timeout_s
-        reporting = {i for i, job in enumerate(self.jobs) if not job.serve}
+        reporting = {i for i, job in enumerate(self.jobs) if reports(job)}
         done: set[int] = set()
         self._stepping = False
         heard = time.monotonic()
@@ -400,7 +403,7 @@ class Launcher:
                     f"{self.jobs[index].index}) crashed with {name} before the first "
                     f"step: {self._last_error(index)}"
                 )
-            if code != 0 or (index not in done and not self.jobs[index].serve):
+            if code != 0 or (index not in done and reports(self.jobs[index])):
                 raise RunError(
                     f"process {index} exited with status {code}: {self._last_error(index)}"
                 )

@@ -11,7 +11,6 @@ starts (`real/checks.py`).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import time
@@ -32,7 +31,7 @@ from workloads.schedule import schedule_of
 
 from .checks import check_supported, require_gpu
 from .failures import launch_with_failures
-from .job import Job
+from .job import Job, Place, Training, Trial
 from .launcher import GaveUp, Launcher, LaunchResult
 from .spark import SparkLauncher
 from .strategies import strategy_of
@@ -46,42 +45,41 @@ COLLECTIVE_TIMEOUT_S = 120
 def jobs_for(spec: ScenarioSpec, workers: int | None = None) -> list[Job]:
     """The processes of a point's job (with `workers` workers in place of the point's), as
     its strategy's plug-in makes them (real/strategies/) from the point's place and
-    training."""
-    n = spec.workers if workers is None else workers
-    rates = schedule_of(spec, n)  # scaled, warmed up and decayed as workloads/schedule.py says
-    common = Job(
-        index=0,
-        workers=n,
-        device=spec.real.device,
-        collective_timeout_s=COLLECTIVE_TIMEOUT_S,
-        batch_per_worker=spec.training.batch_per_worker,
-        seed=spec.seed,
-        keras=spec.model.keras.model_dump() if spec.model.keras else {},
-        learning_rate=rates.peak,
-        schedule=dataclasses.asdict(rates),
-        warmup_steps=spec.training.warmup_steps,
-        steps=spec.training.steps,
-        data=spec.training.data,
-        **target_fields(spec),
-    )
+    training (`common_of`)."""
     plugin = strategy_of(spec.strategy)
     if plugin is None:
         raise NotModelledError(
             f"strategy.kind: {spec.strategy.kind}: not implemented yet by run-real"
         )
-    return plugin.jobs(spec, common, n)
+    return plugin.jobs(spec, *common_of(spec, workers))
 
 
-def target_fields(spec: ScenarioSpec) -> dict[str, Any]:
-    """A job's evaluation and target: none without `training.target`."""
+def common_of(spec: ScenarioSpec, workers: int | None = None) -> tuple[Place, Training]:
+    """What every process of a point's job (with `workers` workers in place of the
+    point's) shares: its place (task 0 of the workers) and its training."""
+    n = spec.workers if workers is None else workers
+    place = Place(
+        workers=n,
+        device=spec.real.device,
+        collective_timeout_s=COLLECTIVE_TIMEOUT_S,
+        seed=spec.seed,
+    )
     target = spec.training.target
-    if target is None:
-        return {}
-    return {
-        "target": target.model_dump(),
-        "eval_every": spec.training.evaluation.every_steps,
-        "holdout": spec.training.holdout_samples,
-    }
+    training = Training(
+        keras=spec.model.keras.model_dump() if spec.model.keras else {},
+        # scaled, warmed up and decayed as workloads/schedule.py says
+        schedule=(rates := schedule_of(spec, n)),
+        learning_rate=rates.peak,
+        batch_per_worker=spec.training.batch_per_worker,
+        warmup_steps=spec.training.warmup_steps,
+        steps=spec.training.steps,
+        data=spec.training.data,
+        # evaluations and the target: none without `training.target`
+        target=target,
+        eval_every=spec.training.evaluation.every_steps if target is not None else 0,
+        holdout=spec.training.holdout_samples if target is not None else 0,
+    )
+    return place, training
 
 
 @dataclass
@@ -107,7 +105,8 @@ def run_trials_point(point: Point) -> RealPoint:
     started = time.perf_counter()
     spec = point.spec
     # a trial trains alone: one worker's rates
-    figures, records, placement = run_trials(spec, jobs_for(spec, 1))
+    trials = [job for job in jobs_for(spec, 1) if isinstance(job, Trial)]
+    figures, records, placement = run_trials(spec, trials)
     t0 = min(r["start"] for r in records)
     row: dict[str, Any] = {
         "point": point.id,

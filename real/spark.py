@@ -23,13 +23,13 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from engines.spark import DEFAULT_MASTER, is_local, session
 from scenarios.spec import ScenarioSpec
 
-from .job import Job
+from .job import Job, Trial
 from .launcher import GaveUp, Generation, Kill, LaunchResult, RunError
 from .spark_task import JobTask, Planned, RunDir, run_process, where
 
@@ -44,7 +44,7 @@ class SparkLauncher:
 
     def __init__(
         self,
-        jobs: list[Job],
+        jobs: Sequence[Job],
         timeout_s: float,
         device: str = "cpu",
         master: str = DEFAULT_MASTER,
@@ -61,7 +61,7 @@ class SparkLauncher:
         self.shared_dir = shared_dir
 
     @classmethod
-    def of(cls, spec: ScenarioSpec, jobs: list[Job]) -> SparkLauncher:
+    def of(cls, spec: ScenarioSpec, jobs: Sequence[Job]) -> SparkLauncher:
         """The launcher of a point's job on the point's Spark master and shared directory."""
         settings = spec.real.spark
         return cls(
@@ -217,7 +217,7 @@ class _Trial:
     def __init__(self, device: str):
         self.device = device
 
-    def __call__(self, job: Job) -> dict[str, Any]:
+    def __call__(self, job: Trial) -> dict[str, Any]:
         started = time.time()
         records, error = run_process(job, self.device)
         return {
@@ -231,7 +231,7 @@ class _Trial:
 
 
 def run_trials(
-    jobs: list[Job],
+    jobs: list[Trial],
     timeout_s: float,
     device: str = "cpu",
     master: str = DEFAULT_MASTER,

@@ -41,13 +41,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from . import protocol
-from .job import Job
+from .job import Job, reports
 from .launcher import CRASHES, START_ATTEMPTS, free_ports, last_error, process_env
 
 #: seconds between looks at the run directory while a process runs
@@ -298,7 +298,7 @@ class JobTask:
 
     def __init__(
         self,
-        jobs: list[Job],
+        jobs: Sequence[Job],
         device: str,
         local: bool,
         run_dir: str,
@@ -365,8 +365,8 @@ class JobTask:
         """Follow the process to its end (a server's: until every reporting process is
         done), injecting the scenario's failures; how it ended: {} (done), `stopped` (the
         failure that stopped the job), or `error` (and whether it `crashed` at start-up)."""
-        reports = not self.jobs[index].serve
-        reporting = [i for i, job in enumerate(self.jobs) if not job.serve]
+        reporter = reports(self.jobs[index])
+        reporting = [i for i, job in enumerate(self.jobs) if reports(job)]
         watch = Watch(run, self.failures, index)
         stepping = origin_known = False
         down: int | None = None  # the failure that killed this process, until it restarts
@@ -388,7 +388,7 @@ class JobTask:
                     return {"error": str(record.get("error"))}
                 elif event == "done":
                     (run.path / f"done-{attempt}-{index}").touch()
-            if not reports and all(run.has(f"done-{attempt}-{i}") for i in reporting):
+            if not reporter and all(run.has(f"done-{attempt}-{i}") for i in reporting):
                 return {}
             watch.look(record, now, stepping)
             number = watch.strike() if down is None else None
@@ -407,7 +407,7 @@ class JobTask:
                 continue
             if item == _Process.END:
                 code = process.process.wait()
-                if reports and code == 0 and run.has(f"done-{attempt}-{index}"):
+                if reporter and code == 0 and run.has(f"done-{attempt}-{index}"):
                     return {}
                 return {
                     "error": f"exited with status {code}: {last_error(process.log)}",

@@ -19,13 +19,13 @@ import numpy as np
 from results.stats import step_stats
 from scenarios.spec import ScenarioSpec
 
-from .job import Job
+from .job import Trial
 from .launcher import Launcher, LaunchResult, RunError
 from .spark import run_trials as on_spark
 
 
 def run_trials(
-    spec: ScenarioSpec, jobs: list[Job]
+    spec: ScenarioSpec, jobs: list[Trial]
 ) -> tuple[dict[str, Any], list[dict], list[dict[str, Any]]]:
     """Run every trial's job (real/strategies/independent.py makes them) on `spec.workers`
     slots (on Spark: as many as its executors have); return the row's figures, the
@@ -53,13 +53,13 @@ def _slots(outcomes: list[tuple[float, float, LaunchResult]]) -> int:
     return most
 
 
-def _run_local(spec: ScenarioSpec, jobs: list[Job]) -> list[tuple[float, float, LaunchResult]]:
+def _run_local(spec: ScenarioSpec, jobs: list[Trial]) -> list[tuple[float, float, LaunchResult]]:
     deadline = time.monotonic() + spec.real.timeout
     active: set[Launcher] = set()
     lock = threading.Lock()
     stopping = threading.Event()
 
-    def one(job: Job) -> tuple[float, float, LaunchResult]:
+    def one(job: Trial) -> tuple[float, float, LaunchResult]:
         if stopping.is_set():
             raise RunError("stopped")
         left = deadline - time.monotonic()
@@ -91,7 +91,7 @@ def _run_local(spec: ScenarioSpec, jobs: list[Job]) -> list[tuple[float, float, 
     return outcomes
 
 
-def _records(jobs: list[Job], outcomes: list[tuple[float, float, LaunchResult]]) -> list[dict]:
+def _records(jobs: list[Trial], outcomes: list[tuple[float, float, LaunchResult]]) -> list[dict]:
     return [
         dict(r, trial=job.trial)
         for job, (_, _, result) in zip(jobs, outcomes, strict=True)
@@ -100,7 +100,7 @@ def _records(jobs: list[Job], outcomes: list[tuple[float, float, LaunchResult]])
 
 
 def _figures(
-    jobs: list[Job], outcomes: list[tuple[float, float, LaunchResult]], slots: int
+    jobs: list[Trial], outcomes: list[tuple[float, float, LaunchResult]], slots: int
 ) -> dict[str, Any]:
     """Makespan, trials per hour, slot utilisation on `slots` slots, and the best trial:
     the lowest training loss at its last step."""
@@ -116,7 +116,7 @@ def _figures(
             if r["step"] >= job.warmup_steps:
                 durations.append(r["end"] - r["start"])
                 samples += job.batch_per_worker
-        if steps and job.trial is not None:
+        if steps:
             final[job.trial] = float(max(steps, key=lambda r: r["step"])["loss"])
     best = min(final, key=lambda t: final[t]) if final else -1
     return {

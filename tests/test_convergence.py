@@ -349,16 +349,19 @@ def test_a_calibration_curve_runs_at_one_rate_to_past_the_target() -> None:
     `every` updates, stopping at the given target, shuffled by the seed + the repeat;
     a server never evaluates."""
     from real.calibrate_convergence import curve_jobs, past
+    from real.job import Server
     from scenarios.training import Target
+    from workloads.schedule import Schedule
 
     library = Path(__file__).resolve().parent.parent / "scenarios/library"
     spec = load(library / "digits-time-to-target.yaml").points[0].spec
     stop = past(Target(metric="loss", value=0.4))
     variant, (job,) = curve_jobs(spec, "single", 32, 0.04, 1, 5, stop)
     assert variant.workers == 1 and variant.seed == spec.seed + 1
-    assert (job.schedule, job.learning_rate) == ({"base": 0.04, "peak": 0.04}, 0.04)
-    assert (job.eval_every, job.target) == (5, {"metric": "loss", "value": 0.2})
+    assert (job.schedule, job.learning_rate) == (Schedule(base=0.04, peak=0.04), 0.04)
+    assert (job.eval_every, job.target) == (5, Target(metric="loss", value=0.2))
     assert job.holdout == spec.training.holdout_samples and job.checkpoint_dir is None
     _, jobs = curve_jobs(spec, "async", 16, 0.02, 0, 5, None)
-    assert all(j.target is None for j in jobs)
-    assert all(j.eval_every == 0 for j in jobs if j.serve)
+    assert jobs[0].target is None  # the coordinator's: none
+    assert all(isinstance(j, Server) for j in jobs[1:])  # the coordinator's servers
+    assert not any(hasattr(j, "eval_every") for j in jobs[1:])  # evaluate nothing

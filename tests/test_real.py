@@ -33,7 +33,7 @@ from processes import (  # noqa: E402
 )
 
 from measured.profile import CLOSURES  # noqa: E402
-from real.job import Job  # noqa: E402
+from real.job import AllReduceWorker  # noqa: E402
 from real.launcher import Launcher, RunError  # noqa: E402
 from scenarios import vocab  # noqa: E402
 
@@ -335,8 +335,8 @@ def test_no_gpu_is_refused_cleanly(scenario: Path, tmp_path: Path) -> None:
     assert proc.returncode == 2 and "sees no GPU" in proc.stderr
 
 
-def _job(**over: Any) -> Job:
-    return Job(
+def _job(**over: Any) -> AllReduceWorker:
+    return AllReduceWorker(
         index=0,
         collective_timeout_s=30,
         batch_per_worker=8,

@@ -111,12 +111,12 @@ def test_a_stage_fed_by_a_stage_of_no_layers_trains_alike(tmp_path: Path, own: s
     # layers only sends each micro-batch on and takes its gradient back; the training is
     # still the whole MLP's, full batch
     from real.launcher import Launcher
-    from real.runner import jobs_for
+    from real.runner import common_of
     from real.strategies.pipeline import pipeline_jobs
     from scenarios import loads
 
     spec = loads(SCENARIO.replace("SCHEDULE", "gpipe")).points[0].spec
-    jobs = pipeline_jobs(jobs_for(spec, 1)[0], spec, [0, len(HIDDEN) + 1])
+    jobs = pipeline_jobs(*common_of(spec, 1), spec, [0, len(HIDDEN) + 1])
     result = Launcher(jobs, 120.0, "cpu").run()
     records = sorted((r for r in result.of("step") if r["worker"] == 1), key=lambda r: r["step"])
     np.testing.assert_allclose([r["loss"] for r in records], numpy_losses(STEPS), rtol=2e-4)

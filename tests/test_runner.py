@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from real.job import PipelineChief, Server
 from real.runner import check_supported, jobs_for
 from real.strategies.allreduce import bytes_per_pack
 from scenarios import loads
@@ -75,12 +76,13 @@ def test_a_pipeline_is_a_chief_and_a_pinned_server_per_stage() -> None:
     spec = spec_of("{kind: pipeline, stages: 2, micro_batches: 4, schedule: 1f1b}")
     check_supported(spec)
     chief, *stages = jobs_for(spec)
-    assert chief.role == "chief" and not chief.serve
+    assert isinstance(chief, PipelineChief) and chief.role == "chief"
     assert (chief.stages, chief.micro_batches, chief.pipeline_schedule) == (2, 4, "1f1b")
     assert chief.split == [1, 2]
-    assert [(j.role, j.index, j.serve, j.pin) for j in stages] == [
-        ("worker", 0, True, True),
-        ("worker", 1, True, True),
+    assert all(isinstance(j, Server) for j in stages)
+    assert [(j.role, j.index, j.pin) for j in stages] == [
+        ("worker", 0, True),
+        ("worker", 1, True),
     ]
     # alone (the baseline): every layer on one stage, the batch in one micro-batch
     alone, server = jobs_for(spec, 1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from real.job import Job
+from real.job import AllReduceWorker
 from real.spark_task import JobTask, Planned, RunDir, Watch
 
 
@@ -80,7 +80,9 @@ def test_a_failure_at_a_time_counts_from_the_runs_first_step(tmp_path: Path) -> 
 
 
 def _task(run: RunDir, failures: list[Planned]) -> JobTask:
-    return JobTask([Job(index=0), Job(index=1)], "cpu", True, str(run.path), failures)
+    return JobTask(
+        [AllReduceWorker(index=0), AllReduceWorker(index=1)], "cpu", True, str(run.path), failures
+    )
 
 
 def test_a_new_attempt_waits_out_the_downtime_of_the_failure_that_stopped_the_last(

@@ -17,13 +17,13 @@ import time
 from typing import Any
 
 from .. import protocol
-from ..job import Job
+from ..job import AllReduceWorker
 from .evaluate import Evaluator
 from .models import build_for_training
 from .training import batch_stream, checkpointing, configure_threads, strategy_of
 
 
-def run(job: Job) -> None:
+def run(job: AllReduceWorker) -> None:
     """Build the model, run warm-up and measured steps, report each step."""
     launched = time.time()
     import tensorflow as tf
@@ -96,7 +96,7 @@ def run(job: Job) -> None:
     protocol.emit({"event": "done", "worker": index, "time": time.time()})
 
 
-def batches_of(tf: Any, job: Job, strategy: Any, shape: Any, classes: int) -> Any:
+def batches_of(tf: Any, job: AllReduceWorker, strategy: Any, shape: Any, classes: int) -> Any:
     """An endless iterator of (x, y) for `train_step`: this worker's batches, or in graph
     one batch a replica, each as a worker of its own would have it (its shard of the
     digits, its seed), distributed over the devices; synthetic batches are placed on the
@@ -131,7 +131,7 @@ def batches_of(tf: Any, job: Job, strategy: Any, shape: Any, classes: int) -> An
     return iter(lambda: placed, None)
 
 
-def straggle(job: Job, step: int, slowdown: float, compute_s: float) -> None:
+def straggle(job: AllReduceWorker, step: int, slowdown: float, compute_s: float) -> None:
     """A straggler's sleep before step `step`: its compute stretched by `slowdown` x the
     compute time measured in the step before (the factor - 1), plus any transient hiccup."""
     if slowdown > 0 and compute_s > 0:

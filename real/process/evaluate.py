@@ -14,17 +14,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from scenarios.training import Target
-
 from .. import protocol
-from ..job import Job
+from ..job import Trainer
 from .data import digits_split
 
 
 class Evaluator:
     """The held-out images as tensors, and one compiled forward pass over them."""
 
-    def __init__(self, tf: Any, job: Job, model: Any, x_held: Any, y_held: Any):
+    def __init__(self, tf: Any, job: Trainer, model: Any, x_held: Any, y_held: Any):
         self.job = job
         x, y = tf.constant(x_held), tf.constant(y_held)
         entropy = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -40,7 +38,7 @@ class Evaluator:
         measure()  # traced now, before training: tracing is no part of the time to target
 
     @classmethod
-    def of(cls, tf: Any, job: Job, model: Any, shape: Any) -> Evaluator | None:
+    def of(cls, tf: Any, job: Trainer, model: Any, shape: Any) -> Evaluator | None:
         """The job's evaluator, or None where it evaluates nothing."""
         if not job.eval_every or job.holdout <= 0:
             return None
@@ -65,7 +63,7 @@ class Evaluator:
                 "accuracy": accuracy,
             }
         )
-        if not self.job.target:
+        target = self.job.target
+        if target is None:
             return False
-        target = Target.model_validate(self.job.target)
         return target.met(accuracy if target.metric == "accuracy" else loss)

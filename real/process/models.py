@@ -13,6 +13,7 @@ Layer names are explicit and stable: the catalog's per-layer tables are keyed by
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from scenarios.keras_layers import resolve_spec
 from workloads.schedule import Schedule
 
-from ..job import Job
+from ..job import Model
 
 if TYPE_CHECKING:  # only for annotations; importing keras at runtime needs TensorFlow
     import keras
@@ -211,13 +212,11 @@ def build_model(keras_spec: dict[str, Any]) -> keras.Model:
     return _BUILDERS[spec["builder"]](spec)
 
 
-def rate_schedule(fields: dict[str, Any]) -> Any:
+def rate_schedule(s: Schedule) -> Any:
     """`workloads.schedule.Schedule` as a Keras schedule of the optimizer's update count
     (its `iterations`, which a checkpoint restores): the rate each update applies."""
     import keras
     from keras import ops
-
-    s = Schedule.of(fields)
 
     class Scheduled(keras.optimizers.schedules.LearningRateSchedule):  # type: ignore[misc]
         def __call__(self, step: Any) -> Any:
@@ -237,12 +236,12 @@ def rate_schedule(fields: dict[str, Any]) -> Any:
             return ops.where(u < s.warmup_updates, warming, after)
 
         def get_config(self) -> dict[str, Any]:
-            return dict(fields)
+            return dataclasses.asdict(s)
 
     return Scheduled()
 
 
-def build_for_training(tf: Any, job: Job, strategy: Any) -> tuple[Any, ...]:
+def build_for_training(tf: Any, job: Model, strategy: Any) -> tuple[Any, ...]:
     """Model and optimizer under the strategy, the loss, the input shape and class count.
 
     SGD with momentum 0.9 at the job's schedule (`rate_schedule`) or `job.learning_rate`;

@@ -37,10 +37,9 @@ import numpy as np
 
 from scenarios.keras_layers import resolve_spec
 from workloads.pipeline import schedule_of
-from workloads.schedule import Schedule
 
 from .. import protocol
-from ..job import Job
+from ..job import PipelineChief
 from .evaluate import Evaluator
 from .training import batch_stream
 
@@ -58,7 +57,7 @@ def dense_layers(keras: dict[str, Any]) -> list[tuple[int, int, bool]]:
     return [(sizes[i], sizes[i + 1], i < last) for i in range(len(sizes) - 1)]
 
 
-def coordinate(job: Job) -> None:
+def coordinate(job: PipelineChief) -> None:
     """The chief: build the stages on their tasks, run `warmup + steps` steps, report
     each stage's start and end of every step."""
     launched = time.time()
@@ -84,7 +83,7 @@ def coordinate(job: Job) -> None:
     batches = None
     if job.data == "digits":
         batches = batch_stream(tf, job, batch, (inputs,), classes)
-    rates = None if job.schedule is None else Schedule.of(job.schedule)
+    rates = job.schedule
 
     def forward(k: int, x: Any) -> Any:
         for kernel, bias, relu in weights[k]:
@@ -133,7 +132,7 @@ def coordinate(job: Job) -> None:
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
 
 
-def _connect(tf: Any, job: Job) -> list[str]:
+def _connect(tf: Any, job: PipelineChief) -> list[str]:
     """Connect the chief to the cluster; each stage's device, on its task."""
     # the client's threads carry the function's parts to every task at once
     tf.config.threading.set_intra_op_parallelism_threads(1)

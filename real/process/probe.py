@@ -26,13 +26,13 @@ from typing import Any
 from measured.profile import CLOSURES
 
 from .. import protocol
-from ..job import Job
+from ..job import Probe
 from .models import build_for_training
 from .ps import sync_update
 from .training import configure_threads, strategy_of
 
 
-def transfer(job: Job) -> None:
+def transfer(job: Probe) -> None:
     """The client of the transfer probe: each size pulled, pushed and exchanged with the
     server, and chains of small reads, every size once per round, round after round."""
     import tensorflow as tf
@@ -156,7 +156,7 @@ def _time_transfer(
         )
 
 
-def allreduce(job: Job) -> None:
+def allreduce(job: Probe) -> None:
     import tensorflow as tf
 
     if job.local_devices > 1:  # in graph: among one process's devices (MirroredStrategy)
@@ -204,7 +204,7 @@ def allreduce(job: Job) -> None:
     protocol.emit({"event": "done", "worker": index, "time": time.time()})
 
 
-def coordinator(job: Job) -> None:
+def coordinator(job: Probe) -> None:
     """The cost of ClusterCoordinator's own round trips, with one worker and one server:
     `dispatch`: schedule a closure that touches a variable on the server and fetch its
     result (what a synchronous round's closures pay); `queued`: closures scheduled back to
@@ -272,7 +272,7 @@ def busy_cpu_s() -> float | None:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def update(job: Job) -> None:
+def update(job: Probe) -> None:
     """The optimizer's update of the job's model on its parameter servers, applied by one
     coordinator call, exactly as a synchronous round ends (`real.process.ps.sync_update`); no
     worker computes. The update runs on the servers beside each weight; with two or more
@@ -351,8 +351,8 @@ def update(job: Job) -> None:
     protocol.emit({"event": "done", "worker": 0, "time": time.time()})
 
 
-#: the probes a job names (`Job.probe`), each run in place of training
-PROBES: dict[str, Callable[[Job], None]] = {
+#: the probes a `Probe` job names (its `probe`), each run in place of training
+PROBES: dict[str, Callable[[Probe], None]] = {
     "transfer": transfer,
     "allreduce": allreduce,
     "coordinator": coordinator,

@@ -23,14 +23,14 @@ import time
 from typing import Any
 
 from .. import protocol
-from ..job import Job
+from ..job import Coordinator
 from .data import digits_split
 from .evaluate import Evaluator
 from .models import build_for_training
 from .training import checkpointing
 
 
-def coordinate(job: Job) -> None:
+def coordinate(job: Coordinator) -> None:
     """The chief: schedule `warmup + steps` updates over the workers, report each."""
     launched = time.time()
     import tensorflow as tf
@@ -159,7 +159,7 @@ def _fetch(tf: Any, value: Any) -> tuple[float, ...] | None:
         return None
 
 
-def _synthetic(tf: Any, job: Job, batch: int, shape: Any, classes: int, seed: int) -> Any:
+def _synthetic(tf: Any, job: Coordinator, batch: int, shape: Any, classes: int, seed: int) -> Any:
     """The per-worker dataset function: synthetic data made once, repeated (tf_cnn_benchmarks'
     way), or the digits data set (`training.data: digits`)."""
     if job.data == "digits":
@@ -188,7 +188,7 @@ def _synthetic(tf: Any, job: Job, batch: int, shape: Any, classes: int, seed: in
     return dataset_fn
 
 
-def _straggler_delay(tf: Any, job: Job) -> Any:
+def _straggler_delay(tf: Any, job: Coordinator) -> Any:
     """`delay(worker, compute_s)`: a tensor that exists once the worker has waited its
     straggler delay for this closure. Workers run no Python of ours, so the sleep is a
     `tf.py_function` (it runs in the coordinator; the worker's closure waits for it):
@@ -262,7 +262,7 @@ def sync_update(tf: Any, strategy: Any, model: Any, optimizer: Any) -> tuple[Any
     return accumulators, ticket, gathered, apply
 
 
-def coordinate_sync(job: Job) -> None:
+def coordinate_sync(job: Coordinator) -> None:
     """The chief of a synchronous parameter-server job, on TensorFlow's PS machinery.
 
     Beside each weight, on its parameter server, lives a gradient accumulator

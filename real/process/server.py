@@ -13,7 +13,7 @@ import threading
 import time
 
 from .. import protocol
-from ..job import Job
+from ..job import Server
 
 
 def pin_to_core(index: int) -> None:
@@ -27,7 +27,7 @@ def pin_to_core(index: int) -> None:
 BUSY_BATCH = 20
 
 
-def sample_busy(job: Job) -> None:
+def sample_busy(job: Server) -> None:
     """Start a thread that samples this process's CPU time (every thread's, ns) with the
     host clock every `job.busy_every_s`, and emits them `BUSY_BATCH` at a time as `busy`
     records: [[time, cpu seconds], ...]. A stage pinned to one core computes where its
@@ -45,7 +45,7 @@ def sample_busy(job: Job) -> None:
     threading.Thread(target=sample, name="busy", daemon=True).start()
 
 
-def serve(job: Job) -> None:
+def serve(job: Server) -> None:
     """A worker, parameter-server or pipeline-stage task: serve until the launcher ends the
     process."""
     import tensorflow as tf

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from .. import protocol
-from ..job import Job
+from ..job import AllReduceWorker, Place, Probe, Trainer
 from .data import digits_split
 
 
-def configure_threads(tf: Any, job: Job) -> None:
+def configure_threads(tf: Any, job: Place) -> None:
     """One op at a time on one thread per device: a process per device (between graph)
     holds one core; in graph, the process's D replicas run side by side through D
     inter-op threads (fewer risk a hang, docs/tf-notes.md), on D logical CPUs split from
@@ -35,7 +35,7 @@ def configure_threads(tf: Any, job: Job) -> None:
         tf.config.set_logical_device_configuration(cpu, logical)
 
 
-def strategy_of(tf: Any, job: Job) -> Any:
+def strategy_of(tf: Any, job: AllReduceWorker | Probe) -> Any:
     if job.local_devices > 1:  # in graph: one client, every device of the host
         kind = "GPU" if job.device == "gpu" else "CPU"
         return tf.distribute.MirroredStrategy(
@@ -47,12 +47,12 @@ def strategy_of(tf: Any, job: Job) -> Any:
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=comm.NCCL if job.device == "gpu" else comm.RING,
         timeout_seconds=job.collective_timeout_s,
-        bytes_per_pack=job.bytes_per_pack,
+        bytes_per_pack=job.bytes_per_pack if isinstance(job, AllReduceWorker) else 0,
     )
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
-def batch_stream(tf: Any, job: Job, batch: int, shape: Any, classes: int) -> Any:
+def batch_stream(tf: Any, job: Trainer, batch: int, shape: Any, classes: int) -> Any:
     """An endless iterator of this worker's batches: synthetic tensors made once (the same
     batch every step, tf_cnn_benchmarks' way), or this worker's shard of the digits data,
     shuffled from the run's seed."""
@@ -80,7 +80,9 @@ def batch_stream(tf: Any, job: Job, batch: int, shape: Any, classes: int) -> Any
     return same()
 
 
-def checkpointing(tf: Any, job: Job, strategy: Any, model: Any, optimizer: Any) -> tuple[int, Any]:
+def checkpointing(
+    tf: Any, job: Trainer, strategy: Any, model: Any, optimizer: Any
+) -> tuple[int, Any]:
     """Restore the latest checkpoint, if any; return the first step and a saver writing
     one every `checkpoint_every` steps (rounds, or updates under parameter servers).
 

@@ -2,14 +2,15 @@
 
 The launcher (`real/launcher.py`, or a Spark task, `real/spark_task.py`) writes the job
 (`real/job.py`), sets `TF_CONFIG`, and reads this process's standard output: one JSON
-object per line (`real/protocol.py`). The job says what the process is:
+object per line (`real/protocol.py`). The job's kind says what the process is (`run`):
 
-- a probe of `run-real --calibrate` (`job.probe`: real/process/probe.py);
-- a task that only serves (`job.serve`: a parameter-server job's workers and servers, a
+- `Probe`: a probe of `run-real --calibrate` (real/process/probe.py, `PROBES` by name);
+- `Server`: a task that only serves (a parameter-server job's workers and servers, a
   pipeline's stages; real/process/server.py);
-- a chief: a pipeline's client (`job.split`: real/process/pipeline.py) or the
-  parameter-server coordinator (real/process/ps.py);
-- else an all-reduce worker (real/process/allreduce.py).
+- `PipelineChief`: a pipeline's client (real/process/pipeline.py);
+- `Coordinator`: the parameter-server chief, synchronous or not (real/process/ps.py);
+- `AllReduceWorker` (a `Trial` too): an all-reduce worker, or one alone
+  (real/process/allreduce.py).
 
 TensorFlow is imported once, here, before the job starts; the modules of this package
 take it as an argument.
@@ -21,7 +22,7 @@ import os
 import sys
 
 from .. import protocol
-from ..job import Job
+from ..job import AllReduceWorker, Coordinator, Job, PipelineChief, Probe, Server, load_job
 from . import allreduce, pipeline, ps
 from .probe import PROBES
 from .server import serve
@@ -44,23 +45,31 @@ def import_tensorflow() -> None:
             del sys.modules["sklearn"]
 
 
+def run(job: Job) -> None:
+    """Run what the job's kind names."""
+    match job:
+        case Probe():
+            PROBES[job.probe](job)
+        case Server():
+            serve(job)
+        case PipelineChief():
+            pipeline.coordinate(job)
+        case Coordinator(sync=True):
+            ps.coordinate_sync(job)
+        case Coordinator():
+            ps.coordinate(job)
+        case AllReduceWorker():  # a trial too
+            allreduce.run(job)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     with open(args[0], encoding="utf-8") as f:
-        job = Job.from_json(f.read())
+        job = load_job(f.read())
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         import_tensorflow()
-        if job.probe:
-            PROBES[job.probe](job)
-        elif job.serve:
-            serve(job)
-        elif job.role == "chief" and job.split:
-            pipeline.coordinate(job)
-        elif job.role == "chief":
-            (ps.coordinate_sync if job.sync else ps.coordinate)(job)
-        else:
-            allreduce.run(job)
+        run(job)
     except Exception as exc:  # report it to the launcher, then fail loudly
         protocol.emit(
             {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from scenarios.spec import ScenarioSpec
 
-from ..job import Job
+from ..job import AllReduceWorker, Job, Place, Training, make
 from .base import Probe, one_client_problems, stragglers_of
 
 
@@ -29,12 +29,13 @@ class AllReduce:
             ]
         return []
 
-    def jobs(self, spec: ScenarioSpec, common: Job, workers: int) -> list[Job]:
-        common = common.replace(bytes_per_pack=bytes_per_pack(spec))
-        if spec.strategy.in_graph and workers > 1:
+    def jobs(self, spec: ScenarioSpec, place: Place, training: Training) -> list[Job]:
+        common = make(AllReduceWorker, place, training, bytes_per_pack=bytes_per_pack(spec))
+        n = place.workers
+        if spec.strategy.in_graph and n > 1:
             # one client driving the host's devices (MirroredStrategy): one process
-            return [common.replace(workers=1, local_devices=workers)]
-        return [common.replace(index=i, **stragglers_of(spec, i)) for i in range(workers)]
+            return [common.replace(workers=1, local_devices=n)]
+        return [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]
 
     def probes(self, spec: ScenarioSpec) -> list[Probe]:
         """In graph, the all-reduce among one process's devices and the dispatch probe (its

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from results.streams import stream
 from scenarios.spec import ScenarioSpec
 
-from ..job import Job
+from ..job import Job, Place, Training
 
 #: one probe of the machine besides compute (real/calibrate.py `measure_probe`):
 #: ("transfer",), ("allreduce", processes), ("in_graph", devices), ("dispatch", model,
@@ -26,9 +26,9 @@ class Strategy(Protocol):
         field (the first is reported: `... not implemented yet by run-real`)."""
         ...
 
-    def jobs(self, spec: ScenarioSpec, common: Job, workers: int) -> list[Job]:
-        """The processes of the point's job on `workers` workers, each made from `common`
-        (the point's place and training, real/runner.py `jobs_for`)."""
+    def jobs(self, spec: ScenarioSpec, place: Place, training: Training) -> list[Job]:
+        """The processes of the point's job on `place.workers` workers, each made of the
+        point's `place` (task 0) and `training` (real/runner.py `common_of`)."""
         ...
 
     def probes(self, spec: ScenarioSpec) -> list[Probe]:

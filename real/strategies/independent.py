@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from scenarios.spec import ScenarioSpec
 from scenarios.trials import trial_grid
 
-from ..job import Job
+from ..job import Job, Place, Training, Trial, make
 from .base import Probe, stragglers_of
 
 #: the hyperparameters a trial's job itself takes
@@ -17,18 +19,18 @@ class Independent:
     def problems(self, spec: ScenarioSpec) -> list[str]:
         return ["failures with independent trials"] if spec.failures else []
 
-    def jobs(self, spec: ScenarioSpec, common: Job, workers: int) -> list[Job]:
+    def jobs(self, spec: ScenarioSpec, place: Place, training: Training) -> list[Job]:
         """One single-worker job per combination of `strategy.trials`, with worker 0's
         stragglers, whatever the slots: `common` is one worker's (`jobs_for(spec, 1)`: a
         trial's rate is unscaled). The hyperparameters the job itself takes (batch,
         steps, learning rate) are set in it."""
-        common = common.replace(**stragglers_of(spec, 0))
-        jobs = []
+        common = make(Trial, place, training, **stragglers_of(spec, 0))
+        jobs: list[Job] = []
         for index, params in enumerate(trial_grid(dict(spec.strategy.trials or {}))):
             taken = {k: params[k] for k in TAKEN if k in params}
             if "learning_rate" in params and common.schedule is not None:  # one worker
                 rate = params["learning_rate"]
-                taken["schedule"] = {**common.schedule, "base": rate, "peak": rate}
+                taken["schedule"] = dataclasses.replace(common.schedule, base=rate, peak=rate)
             jobs.append(
                 common.replace(index=0, workers=1, trial=index, hyperparameters=params, **taken)
             )

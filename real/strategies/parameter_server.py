@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from scenarios.spec import ScenarioSpec
 
-from ..job import Job
+from ..job import AllReduceWorker, Coordinator, Job, Place, Server, Training, make
 from .base import Probe, stragglers_of
 
 
@@ -26,14 +26,20 @@ class ParameterServers:
             return [f"strategy.{name} (TensorFlow has no SSP bound)"]
         return []
 
-    def jobs(self, spec: ScenarioSpec, common: Job, workers: int) -> list[Job]:
+    def jobs(self, spec: ScenarioSpec, place: Place, training: Training) -> list[Job]:
         """The coordinator first (it injects every worker's stragglers into the closures it
         schedules: workers run no Python of their own), then the workers and the servers,
         which serve. Even alone, a worker talks to its servers."""
-        st, n = spec.strategy, workers
+        st, n = spec.strategy, place.workers
         total = spec.training.warmup_steps + spec.training.steps
-        injected = [common.replace(index=i, **stragglers_of(spec, i)) for i in range(n)]
-        chief = common.replace(
+        injected = [
+            make(AllReduceWorker, place, training, **stragglers_of(spec, i)).replace(index=i)
+            for i in range(n)
+        ]
+        chief = make(
+            Coordinator,
+            place,
+            training,
             role="chief",
             servers=st.servers,
             partition=st.partition,
@@ -42,8 +48,9 @@ class ParameterServers:
             slowdowns=[job.step_slowdowns(total) for job in injected],
             worker_hiccups=[job.hiccups for job in injected],
         )
-        workers_ = [common.replace(role="worker", index=i, serve=True) for i in range(n)]
-        servers = [common.replace(role="ps", index=j, serve=True) for j in range(st.servers)]
+        server = make(Server, place)
+        workers_ = [server.replace(role="worker", index=i) for i in range(n)]
+        servers = [server.replace(role="ps", index=j) for j in range(st.servers)]
         return [chief, *workers_, *servers]
 
     def probes(self, spec: ScenarioSpec) -> list[Probe]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from scenarios.spec import ScenarioSpec
 from workloads.pipeline import replicas, stage_layers
 
-from ..job import Job
+from ..job import Job, PipelineChief, Place, Server, Training, make
 from .base import Probe, one_client_problems
 
 #: how often a pipeline stage samples its CPU time (the trace's compute spans)
@@ -37,12 +37,14 @@ class Pipeline:
             )
         return problems + one_client_problems(spec, "a pipeline", data=True)
 
-    def jobs(self, spec: ScenarioSpec, common: Job, workers: int) -> list[Job]:
+    def jobs(self, spec: ScenarioSpec, place: Place, training: Training) -> list[Job]:
         """The point's stages; alone (one worker), the whole model on one device in one
         micro-batch."""
-        if workers == spec.workers:
-            return pipeline_jobs(common, spec, [len(r) for r in stage_layers(spec)])
-        return pipeline_jobs(common, spec, [len(spec.model.layer_table())], micro_batches=1)
+        if place.workers == spec.workers:
+            split = [len(r) for r in stage_layers(spec)]
+            return pipeline_jobs(place, training, spec, split)
+        split = [len(spec.model.layer_table())]
+        return pipeline_jobs(place, training, spec, split, micro_batches=1)
 
     def probes(self, spec: ScenarioSpec) -> list[Probe]:
         """A stage alone and fed by a stage of its own (its messages' cost)."""
@@ -53,12 +55,19 @@ class Pipeline:
 
 
 def pipeline_jobs(
-    common: Job, spec: ScenarioSpec, split: list[int], micro_batches: int | None = None
+    place: Place,
+    training: Training,
+    spec: ScenarioSpec,
+    split: list[int],
+    micro_batches: int | None = None,
 ) -> list[Job]:
     """A pipeline's chief and its stages' servers, `split` layers a stage, the strategy's
     micro-batches unless `micro_batches` says."""
     st = spec.strategy
-    chief = common.replace(
+    chief = make(
+        PipelineChief,
+        place,
+        training,
         role="chief",
         workers=1,
         stages=len(split),
@@ -67,7 +76,6 @@ def pipeline_jobs(
         split=split,
     )
     stages = [
-        common.replace(role="worker", index=k, serve=True, pin=True, busy_every_s=BUSY_EVERY_S)
-        for k in range(len(split))
+        make(Server, place, index=k, pin=True, busy_every_s=BUSY_EVERY_S) for k in range(len(split))
     ]
     return [chief, *stages]
