@@ -1,5 +1,5 @@
-"""The compiled engine of synchronous parameter servers (numba): `run`, used by
-`sim/ps_lockstep.py`, which says what it models and prepares its arrays.
+"""The compiled engine of parameter servers (numba): `run`, used by `sim/ps_lockstep.py`,
+which says what it models and prepares its arrays.
 
 One calendar holds what SimPy's queue would: entries (time, urgency, order scheduled,
 kind, two arguments) in a heap. Processing an entry does what processing that SimPy
@@ -39,6 +39,7 @@ _COUNTED = 8  # a shard's counter of a step (a: step, b: shard) has enough worke
 _ROUND = 9  # every shard's counter of a step (all_of); a: step
 _ROUND_TIMER = 10  # a step's update call (b = 1), then its checkpoint (b = 2)
 _UPDATED = 11  # a step's update is applied; a: step
+_FINISHED = 12  # asynchronous: the last update is in (the run stops there)
 
 _URGENT = 0
 _NORMAL = 1
@@ -58,6 +59,8 @@ _W_COMPUTED = 10  # forward and backward done
 _W_PUSHED = 11  # resumed: every push arrived
 _W_RECORD = 12  # resumed: the step's update is applied
 _W_DONE = 13
+_W_APPLY = 14  # asynchronous: the closure's own update applied
+_W_CHECKPOINTED = 15  # asynchronous: the chief's checkpoint written
 
 _PULL = 0
 _PUSH = 1
@@ -97,19 +100,27 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
     from and to each shard, with their latency and whether they leave the host; parts:
     (groups, shards) bytes; forward_s, backward_s: each group's compute; factors,
     delays: (workers, steps) jitter x slowness and hiccups; times: call, dispatch,
-    update, checkpoint seconds; ints: workers a round needs, warm-up steps, checkpoint
-    interval (0: none), overlap (0 / 1).
+    update (synchronous; asynchronous: a closure's own update, after its push),
+    checkpoint seconds; ints: workers a round needs, warm-up steps, checkpoint interval
+    (0: none), overlap (0 / 1), asynchronous (0 / 1).
 
-    Writes the records into rec_int (worker, step) and rec (start, compute_end,
-    comm_end, end, comm_s, stall), each step's end into step_ends, and into totals: the
-    measurement's start (time, bytes on the network), bytes on the network, dropped
-    gradients, those of measured steps, checkpoints.
+    Asynchronous (AsynchronousTraining, without the SSP bound or the evaluation
+    barrier): each worker pulls, computes and pushes in a loop of its own, each push
+    applied as one update once all of it has arrived, the chief writing checkpoints;
+    no rounds; the run stops at the last update, as `Simulation.run` stops there.
+
+    Writes the records into rec_int (worker, step, staleness) and rec (start,
+    compute_end, comm_end, end, comm_s, stall), each step's (update's) end into
+    step_ends, and into totals: the measurement's start (time, bytes on the network),
+    bytes on the network, dropped gradients, those of measured steps, checkpoints, the
+    last checkpoint (steps it holds, time).
     """
     n, shards, width = pull_paths.shape
     groups = parts.shape[0]
     total = step_ends.shape[0]
     call_s, dispatch_s, update_s, checkpoint_s = times[0], times[1], times[2], times[3]
     needed, warmup, every, overlap = ints[0], ints[1], ints[2], ints[3] != 0
+    asynchronous = ints[4] != 0
 
     # -- the flows in flight (FlowNetwork's arrays) and those waiting for their start
     most = 2 * n * shards * groups + 16
@@ -169,6 +180,8 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
     w_pushes_awaited = np.zeros(n, dtype=np.bool_)  # the step's all_of(pushes) exists
     w_pulls_in = np.zeros(n, dtype=np.int64)  # pulls arrived (processed)
     w_dropped = np.zeros(n, dtype=np.bool_)
+    w_version = np.zeros(n, dtype=np.int64)  # asynchronous: updates before its pull
+    w_staleness = np.zeros(n, dtype=np.int64)
     pull_triggered = np.zeros((n, groups), dtype=np.bool_)
     parts_left = np.zeros((n, shards), dtype=np.int64)  # parts of a push not arrived
     parts_of_shard = np.zeros(shards, dtype=np.int64)
@@ -188,6 +201,8 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
     updated = np.zeros(total, dtype=np.bool_)  # the step's update processed
     round_step = -1  # the step whose counters the rounds' process waits for
     global_step = 0
+    completed = 0  # asynchronous: updates applied
+    last_held = 0  # the steps (updates) the last checkpoint holds
     measured = False
     dropped = 0
     dropped_measured = 0
@@ -199,7 +214,8 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
     seq = np.zeros(1, dtype=np.int64)
     for w in range(n):
         _schedule(heap, seq, 0.0, _URGENT, _INIT, w, 0)
-    _schedule(heap, seq, 0.0, _URGENT, _INIT_ROUNDS, 0, 0)
+    if not asynchronous:
+        _schedule(heap, seq, 0.0, _URGENT, _INIT_ROUNDS, 0, 0)
     resume = np.empty(n, dtype=np.int64)
     finished_slots = np.empty(most, dtype=np.int64)
     finished_ids = np.empty(most, dtype=np.int64)
@@ -207,6 +223,8 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
     while len(heap) > 0:
         now, _, _, kind, a, b = heapq.heappop(heap)
         n_resume = 0
+        if kind == _FINISHED:
+            break
         if kind == _INIT:
             resume[0] = a
             n_resume = 1
@@ -290,7 +308,7 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                 if overlap and w_state[w] == _W_PULLED and w_g[w] == g:
                     resume[0] = w
                     n_resume = 1
-            else:
+            elif not asynchronous:
                 # the push's part is counted at its shard (SyncRounds.counter)
                 j = b_j[slot]
                 step = w_step[w]
@@ -307,6 +325,7 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                         if members[step, j] >= needed:
                             counter_fired[step, j] = True
                             _schedule(heap, seq, now, _NORMAL, _COUNTED, step, j)
+            if b_dir[slot] == _PUSH:
                 w_pushed[w] += 1
                 if w_pushes_awaited[w] and w_pushed[w] == w_pushes[w]:
                     _schedule(heap, seq, now, _NORMAL, _PUSHED, w, 0)
@@ -353,6 +372,8 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
             if phase == 2:
                 if every and (step + 1) % every == 0:
                     checkpoints += 1
+                    totals[6] = step + 1
+                    totals[7] = now
                 step_ends[step] = now
                 global_step = step + 1
                 _schedule(heap, seq, now, _NORMAL, _UPDATED, step, 0)
@@ -370,14 +391,14 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                 step = w_step[w]
                 if state == _W_BEGIN:
                     # Simulation.begin_step, then SyncRounds.await_previous
-                    if not measured and step >= warmup:
+                    if not asynchronous and not measured and step >= warmup:
                         measured = True
                         totals[0] = now
                         totals[1] = network_bytes
                     w_start[w] = now
                     w_stall[w] = 0.0
                     w_state[w] = _W_DISPATCH
-                    if step > 0 and not updated[step - 1]:
+                    if not asynchronous and step > 0 and not updated[step - 1]:
                         w_state[w] = _W_PREVIOUS
                         wait_next[w] = -1
                         if wait_tail[step - 1] < 0:
@@ -390,6 +411,7 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                     w_start[w] = now
                     w_state[w] = _W_DISPATCH
                 elif state == _W_DISPATCH:
+                    w_version[w] = completed
                     w_pull_start[w] = now
                     w_state[w] = _W_PULLS
                     if dispatch_s:
@@ -568,6 +590,12 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                     break
                 elif state == _W_PUSHED:
                     w_push_end[w] = now
+                    if asynchronous:
+                        w_state[w] = _W_APPLY
+                        if update_s:
+                            _schedule(heap, seq, now + update_s, _NORMAL, _TIMER, w, 0)
+                            break
+                        continue
                     w_state[w] = _W_RECORD
                     if not updated[step]:
                         wait_next[w] = -1
@@ -577,6 +605,30 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                             wait_next[wait_tail[step]] = w
                         wait_tail[step] = w
                         break
+                elif state == _W_APPLY:
+                    # Simulation.apply_update, then the chief's checkpoint if one is due
+                    w_staleness[w] = completed - w_version[w]
+                    if completed < total:
+                        step_ends[completed] = now
+                        completed += 1
+                        if not measured and completed >= warmup:
+                            measured = True
+                            totals[0] = now
+                            totals[1] = network_bytes
+                        if completed >= total:
+                            _schedule(heap, seq, now, _NORMAL, _FINISHED, 0, 0)
+                    w_state[w] = _W_RECORD
+                    if w == 0 and every and completed // every > last_held // every:
+                        w_g[w] = completed  # the updates the checkpoint holds
+                        w_state[w] = _W_CHECKPOINTED
+                        _schedule(heap, seq, now + checkpoint_s, _NORMAL, _TIMER, w, 0)
+                        break
+                elif state == _W_CHECKPOINTED:
+                    checkpoints += 1
+                    last_held = w_g[w]
+                    totals[6] = last_held
+                    totals[7] = now
+                    w_state[w] = _W_RECORD
                 elif state == _W_RECORD:
                     # Simulation.record: the pull and push spans, exposed beyond compute
                     end = now
@@ -590,6 +642,7 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                     exposed += max(0.0, min(push_end, end) - max(push_start, compute_end))
                     rec_int[rows, 0] = w
                     rec_int[rows, 1] = step
+                    rec_int[rows, 2] = w_staleness[w]
                     rec[rows, 0] = w_start[w]
                     rec[rows, 1] = compute_end
                     rec[rows, 2] = max(pull_end, push_end)
@@ -597,7 +650,7 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                     rec[rows, 4] = exposed + w_stall[w]
                     rec[rows, 5] = w_stall[w]
                     rows += 1
-                    following = max(step + 1, global_step)
+                    following = step + 1 if asynchronous else max(step + 1, global_step)
                     if following >= total:
                         w_state[w] = _W_DONE
                         break

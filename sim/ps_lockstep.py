@@ -1,7 +1,8 @@
-"""Synchronous parameter servers on a compiled engine: the event engine's model, in numba.
+"""Parameter servers on a compiled engine: the event engine's model, in numba.
 
-The event engine (`sim/ps_sync.py` over `sim/ps_dataflow.py` and the flow network) spends
-its time on SimPy events and the Python around them: about 70 per worker-step. Here the
+The event engine (`sim/ps_sync.py` or `sim/ps_async.py` over `sim/ps_dataflow.py` and the
+flow network) spends its time on SimPy events and the Python around them: about 70 per
+worker-step. Here the
 same job runs in one compiled loop (`sim/ps_kernel.py`) with its own calendar, which replays what
 those SimPy processes do, event for event:
 
@@ -10,10 +11,13 @@ those SimPy processes do, event for event:
   arrived (all of them first without `overlap`), the backward pass group by group from the
   output, each group's push to its shards as backward produces it (after backward without
   `overlap`), then the step's update;
-* each step's round: a shard's counter fires once N - b workers' gradients have all
-  arrived there (b = `backup_workers`; later ones are dropped and counted), the update
-  once every shard's has, then the checkpoint where one is due; a worker whose pushes
-  were late takes up the job's next step, its flows still in flight meanwhile;
+* synchronous, each step's round: a shard's counter fires once N - b workers' gradients
+  have all arrived there (b = `backup_workers`; later ones are dropped and counted), the
+  update once every shard's has, then the checkpoint where one is due; a worker whose
+  pushes were late takes up the job's next step, its flows still in flight meanwhile;
+* asynchronous: each worker's push, once all of it has arrived, is applied as an update
+  of its own (after the closure's own update call), with its staleness; the chief writes
+  the checkpoints; the run stops at the last update;
 * the flow network: the flows in flight share the links max-min fairly
   (`sim.flowkernel.fill`, the flow network's own solve), recomputed whenever flows
   start or end; flows that start at the same instant start as one batch, and a flow is
@@ -24,9 +28,10 @@ were scheduled), and every time is computed with the event engine's additions, s
 engines give the same records to rounding; the tests compare them on random jobs
 (tests/test_ps_lockstep.py).
 
-`eligible` says what runs here: synchronous parameter servers with `sync_scope: step` on
-the flow network, without host aggregation, failures, a trace or a calibration profile.
-Everything else runs on the event engine.
+`eligible` says what runs here: parameter servers on the flow network, synchronous with
+`sync_scope: step` or asynchronous without the SSP bound or the evaluation barrier, and
+without host aggregation, failures, a trace or a calibration profile. Everything else
+runs on the event engine.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import simpy
 
+from .convergence import held_by_engine
 from .outcome import SimulationOutcome
 from .ps_dataflow import Dataflow, pushers_of
 from .ps_servers import ServerGroup
@@ -52,9 +58,14 @@ def eligible(sim: Simulation) -> bool:
     spec = sim.spec
     strategy = spec.strategy
     servers = sim.costs.servers
+    asynchronous_parts = (
+        strategy.staleness is not None
+        or strategy.max_iterations_ahead is not None
+        or bool(held_by_engine(spec) and spec.training.evaluation.every_steps)
+    )
     return (
         strategy_of(strategy).engine(strategy) == "ps-lockstep"
-        and strategy.sync_scope == "step"
+        and (strategy.sync_scope == "step" if strategy.sync else not asynchronous_parts)
         and not (strategy.local_aggregation and sim.topology.devices_per_host > 1)
         and spec.sim.network_model == "flow"
         and spec.cluster.profile is None
@@ -108,15 +119,22 @@ def run(sim: Simulation) -> SimulationOutcome:
             )
     every = sim.checkpoint_every or 0
     costs = sim.costs.servers
-    times = np.array(
-        [costs.call_s, costs.dispatch_s, costs.update_s, sim.costs.checkpoint_s], dtype=float
-    )
+    update_s = costs.update_s if strategy.sync else costs.apply_s
+    times = np.array([costs.call_s, costs.dispatch_s, update_s, sim.costs.checkpoint_s])
     ints = np.array(
-        [n - strategy.backup_workers, sim.warmup, every, int(dataflow.overlap)], dtype=np.int64
+        [
+            n - strategy.backup_workers,
+            sim.warmup,
+            every,
+            int(dataflow.overlap),
+            int(not strategy.sync),
+        ],
+        dtype=np.int64,
     )
-    rec_int = np.zeros((n * total, 2), dtype=np.int64)
+    rec_int = np.zeros((n * total, 3), dtype=np.int64)
     rec = np.zeros((n * total, 6))
-    totals = np.zeros(6)
+    totals = np.zeros(8)
+    totals[0] = np.nan  # the measurement's start, once known
     step_ends = np.full(total, np.nan)
     rows = ps_kernel.run(
         topo.capacity,
@@ -139,7 +157,8 @@ def run(sim: Simulation) -> SimulationOutcome:
         totals,
         flowkernel.scratch(len(topo.capacity), 2 * n * shards * len(groups) + 1, width),
     )
-    measure_time, measure_bytes, network_bytes, dropped, dropped_measured, checkpoints = totals
+    measure_time, measure_bytes, network_bytes, dropped, dropped_measured = totals[:5]
+    checkpoints, last_held, last_time = totals[5:]
     sim.records.extend(
         worker=rec_int[:rows, 0],
         step=rec_int[:rows, 1],
@@ -149,7 +168,7 @@ def run(sim: Simulation) -> SimulationOutcome:
         end=rec[:rows, 3],
         comm_s=rec[:rows, 4],
         generation=0,
-        staleness=0,
+        staleness=rec_int[:rows, 2],
         stall=rec[:rows, 5],
     )
     sim.step_ends[:] = step_ends
@@ -158,8 +177,7 @@ def run(sim: Simulation) -> SimulationOutcome:
     for _ in range(sim.checkpoints):  # the event engine's sum
         sim.checkpoint_time += sim.costs.checkpoint_s
     if sim.checkpoints:
-        last = (total // every) * every
-        sim.last_checkpoint = (last, float(step_ends[last - 1]))
+        sim.last_checkpoint = (int(last_held), float(last_time))
     sim.network.bytes_on_network = network_bytes
     for step in range(total):
         sim.report(step + 1, float(step_ends[step]))

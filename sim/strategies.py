@@ -86,7 +86,7 @@ class ParameterServers(_Strategy):
         )
 
     def engine(self, strategy: StrategySpec) -> str:
-        return "ps-lockstep" if strategy.sync else "events"
+        return "ps-lockstep"
 
     def survives(self, role: str, index: int) -> bool:
         return role == "worker" and index != 0

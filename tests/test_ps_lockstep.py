@@ -1,6 +1,6 @@
-"""Synchronous parameter servers on the compiled engine (sim/ps_lockstep.py) against the
-event engine it stands in for: the same records and summaries, to 1e-9 relative, on the
-bundled scenarios and on random jobs."""
+"""Parameter servers on the compiled engine (sim/ps_lockstep.py), synchronous and
+asynchronous, against the event engine it stands in for: the same records and summaries,
+to 1e-9 relative, on the bundled scenarios and on random jobs."""
 
 from __future__ import annotations
 
@@ -50,11 +50,13 @@ def assert_same(spec: ScenarioSpec) -> None:
         ("tests/benchmarks/ps-inception3.yaml", ("cluster.hosts=12", "strategy.servers=5")),
         ("scenarios/library/stragglers-backup-workers.yaml", ()),
         ("scenarios/validation/parameter-servers.yaml", ()),
+        ("scenarios/library/sync-vs-async.yaml", ("training.steps=40",)),
     ],
 )
 def test_bundled_scenarios(path: str, sets: tuple[str, ...]) -> None:
     ran = 0
-    for point in load(ROOT / path, [*sets, "training.steps=3", "training.warmup_steps=1"]).points:
+    sets = ("training.steps=3", "training.warmup_steps=1", *sets)
+    for point in load(ROOT / path, sets).points:
         if ps_lockstep.eligible(Simulation(point.spec)):
             assert_same(point.spec)
             ran += 1
@@ -76,6 +78,7 @@ def test_bundled_scenarios(path: str, sets: tuple[str, ...]) -> None:
     every=st.sampled_from([None, 2]),
     warmup=st.integers(0, 2),
     network=st.sampled_from(["10 Gbit/s", "100 Gbit/s"]),
+    sync=st.booleans(),
 )
 def test_random_jobs(
     hosts: int,
@@ -91,7 +94,9 @@ def test_random_jobs(
     every: int | None,
     warmup: int,
     network: str,
+    sync: bool,
 ) -> None:
+    workers = hosts * devices
     stragglers: dict[str, Any] = {"jitter": jitter}
     if hiccups:
         stragglers["transient"] = {"probability": 0.3, "delay": "5 ms"}
@@ -101,8 +106,10 @@ def test_random_jobs(
         "placement": placement,
         "partition": partition,
         "overlap": overlap,
-        "backup_workers": min(backup, hosts * devices - 1),
+        "sync": sync,
     }
+    if sync:
+        strategy["backup_workers"] = min(backup, workers - 1)
     if fusion is not None:
         strategy["fusion_buffer"] = fusion
     spec = make_spec(
@@ -114,8 +121,9 @@ def test_random_jobs(
             "strategy": strategy,
             "stragglers": stragglers,
             "checkpoint": {"every_steps": every} if every else {},
-            "training.steps": 3,
-            "training.warmup_steps": warmup,
+            # asynchronous: updates, a few per worker
+            "training.steps": 3 if sync else 2 * workers + backup,
+            "training.warmup_steps": warmup if sync else warmup * workers,
         }
     )
     assert_same(spec)
@@ -125,9 +133,10 @@ def test_only_where_it_applies() -> None:
     ps = {"kind": "parameter_server", "servers": 2}
     assert ps_lockstep.eligible(Simulation(make_spec(strategy=ps)))
     assert not lockstep.eligible(Simulation(make_spec(strategy=ps)))
+    assert ps_lockstep.eligible(Simulation(make_spec(strategy={**ps, "sync": False})))
     others = [
         make_spec(),  # all-reduce
-        make_spec(strategy={**ps, "sync": False}),
+        make_spec(strategy={**ps, "sync": False, "staleness": 1}),  # the SSP bound
         make_spec(strategy={**ps, "sync_scope": "variable"}),
         make_spec(strategy=ps, **{"sim.network_model": "analytical"}),
         make_spec(strategy={**ps, "local_aggregation": True}, **{"cluster.devices_per_host": 2}),
