@@ -104,8 +104,7 @@ _BASELINES: dict[str, float] = {}
 def run_trials_point(point: Point) -> RealPoint:
     started = time.perf_counter()
     spec = point.spec
-    # a trial trains alone: one worker's rates
-    trials = [job for job in jobs_for(spec, 1) if isinstance(job, Trial)]
+    trials = [job for job in jobs_for(spec) if isinstance(job, Trial)]
     figures, records, placement = run_trials(spec, trials)
     t0 = min(r["start"] for r in records)
     row: dict[str, Any] = {

@@ -24,6 +24,7 @@ from real.job import (
     reports,
 )
 from real.runner import jobs_for
+from real.strategies.independent import Independent
 from scenarios import loads
 from scenarios.training import Target
 from workloads.schedule import Schedule
@@ -102,6 +103,29 @@ def test_each_strategy_launches_its_kinds_of_job() -> None:
         ("ps", 1),
     ]
     assert [reports(j) for j in ps] == [True, False, False, False, False]
-    trials = jobs_for(spec_of("{kind: independent, trials: {learning_rate: [0.1, 0.2]}}"), 1)
+    trials = jobs_for(spec_of("{kind: independent, trials: {learning_rate: [0.1, 0.2]}}"))
     assert [type(j) for j in trials] == [Trial, Trial]
     assert [j.schedule.peak for j in trials if isinstance(j, Trial) and j.schedule] == [0.1, 0.2]
+
+
+def test_a_trial_trains_at_one_workers_rate_whatever_the_caller_asks() -> None:
+    # four devices and a rate scaled linearly with the workers: a trial trains alone, so
+    # its job is the same whether the caller asks for the point's workers or for one
+    text = """
+    version: 1
+    name: trials
+    model: mlp
+    cluster: {hosts: 1, devices_per_host: 4, device: cpu, host_link: loopback}
+    training: {steps: 4, warmup_steps: 1, learning_rate: {base: 0.1, scaling: linear}}
+    strategy: {kind: independent, trials: {batch_per_worker: [8, 16]}}
+    """
+    (point,) = loads(textwrap.dedent(text), backend="real").points
+    assert point.spec.workers == 4
+    trials = jobs_for(point.spec)
+    assert trials == jobs_for(point.spec, 1)
+    # even given a place and training scaled for four workers, the plug-in makes them alone
+    scaled = Training(learning_rate=0.4, schedule=Schedule(base=0.4, peak=0.4))
+    given = Independent().jobs(point.spec, Place(workers=4), scaled)
+    for job in (*trials, *given):
+        assert isinstance(job, Trial) and job.schedule is not None
+        assert (job.workers, job.index, job.learning_rate, job.schedule.peak) == (1, 0, 0.1, 0.1)

@@ -7,6 +7,7 @@ import dataclasses
 
 from scenarios.spec import ScenarioSpec
 from scenarios.trials import trial_grid
+from workloads.schedule import schedule_of
 
 from ..job import Job, Place, Training, Trial, make
 from .base import Probe, stragglers_of
@@ -21,14 +22,17 @@ class Independent:
 
     def jobs(self, spec: ScenarioSpec, place: Place, training: Training) -> list[Job]:
         """One single-worker job per combination of `strategy.trials`, with worker 0's
-        stragglers, whatever the slots: `common` is one worker's (`jobs_for(spec, 1)`: a
-        trial's rate is unscaled). The hyperparameters the job itself takes (batch,
-        steps, learning rate) are set in it."""
+        stragglers, whatever the slots or `place.workers`: a trial trains alone, so its
+        rate is one worker's (unscaled), whatever `training` was scaled for. The
+        hyperparameters the job itself takes (batch, steps, learning rate) are set in
+        it."""
+        alone = schedule_of(spec, 1)
+        training = training.replace(schedule=alone, learning_rate=alone.peak)
         common = make(Trial, place, training, **stragglers_of(spec, 0))
         jobs: list[Job] = []
         for index, params in enumerate(trial_grid(dict(spec.strategy.trials or {}))):
             taken = {k: params[k] for k in TAKEN if k in params}
-            if "learning_rate" in params and common.schedule is not None:  # one worker
+            if "learning_rate" in params and common.schedule is not None:
                 rate = params["learning_rate"]
                 taken["schedule"] = dataclasses.replace(common.schedule, base=rate, peak=rate)
             jobs.append(
