@@ -40,6 +40,7 @@ _ROUND = 9  # every shard's counter of a step (all_of); a: step
 _ROUND_TIMER = 10  # a step's update call (b = 1), then its checkpoint (b = 2)
 _UPDATED = 11  # a step's update is applied; a: step
 _FINISHED = 12  # asynchronous: the last update is in (the run stops there)
+_ADMITTED = 13  # asynchronous: the SSP bound lets a waiting worker start its iteration
 
 _URGENT = 0
 _NORMAL = 1
@@ -61,6 +62,19 @@ _W_RECORD = 12  # resumed: the step's update is applied
 _W_DONE = 13
 _W_APPLY = 14  # asynchronous: the closure's own update applied
 _W_CHECKPOINTED = 15  # asynchronous: the chief's checkpoint written
+_W_ADMITTED = 16  # asynchronous: resumed: the SSP bound let it start
+
+
+@njit(cache=True)
+def _may_start(iterations, worker, iteration, bound):  # type: ignore[no-untyped-def]
+    """StalenessBound.may_start: no more than `bound` iterations ahead of the slowest
+    other worker's finished ones."""
+    slowest = -1
+    for w in range(iterations.shape[0]):
+        if w != worker and (slowest < 0 or iterations[w] < slowest):
+            slowest = iterations[w]
+    return slowest < 0 or iteration - slowest <= bound
+
 
 _PULL = 0
 _PUSH = 1
@@ -102,12 +116,14 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
     delays: (workers, steps) jitter x slowness and hiccups; times: call, dispatch,
     update (synchronous; asynchronous: a closure's own update, after its push),
     checkpoint seconds; ints: workers a round needs, warm-up steps, checkpoint interval
-    (0: none), overlap (0 / 1), asynchronous (0 / 1).
+    (0: none), overlap (0 / 1), asynchronous (0 / 1), the SSP bound (-1: none).
 
-    Asynchronous (AsynchronousTraining, without the SSP bound or the evaluation
-    barrier): each worker pulls, computes and pushes in a loop of its own, each push
-    applied as one update once all of it has arrived, the chief writing checkpoints;
-    no rounds; the run stops at the last update, as `Simulation.run` stops there.
+    Asynchronous (AsynchronousTraining, without the evaluation barrier): each worker
+    pulls, computes and pushes in a loop of its own, each push applied as one update
+    once all of it has arrived, the chief writing checkpoints; with the SSP bound a
+    worker starts an iteration only within `bound` of the slowest other's finished ones
+    (StalenessBound); no rounds; the run stops at the last update, as `Simulation.run`
+    stops there.
 
     Writes the records into rec_int (worker, step, staleness) and rec (start,
     compute_end, comm_end, end, comm_s, stall), each step's (update's) end into
@@ -121,6 +137,7 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
     call_s, dispatch_s, update_s, checkpoint_s = times[0], times[1], times[2], times[3]
     needed, warmup, every, overlap = ints[0], ints[1], ints[2], ints[3] != 0
     asynchronous = ints[4] != 0
+    bound = ints[5]
 
     # -- the flows in flight (FlowNetwork's arrays) and those waiting for their start
     most = 2 * n * shards * groups + 16
@@ -182,6 +199,10 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
     w_dropped = np.zeros(n, dtype=np.bool_)
     w_version = np.zeros(n, dtype=np.int64)  # asynchronous: updates before its pull
     w_staleness = np.zeros(n, dtype=np.int64)
+    iterations = np.zeros(n, dtype=np.int64)  # SSP: iterations finished per worker
+    ssp_w = np.zeros(n, dtype=np.int64)  # SSP: the workers waiting, in order, and
+    ssp_it = np.zeros(n, dtype=np.int64)  # the iteration each waits to start
+    n_ssp = 0
     pull_triggered = np.zeros((n, groups), dtype=np.bool_)
     parts_left = np.zeros((n, shards), dtype=np.int64)  # parts of a push not arrived
     parts_of_shard = np.zeros(shards, dtype=np.int64)
@@ -331,7 +352,7 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                     _schedule(heap, seq, now, _NORMAL, _PUSHED, w, 0)
             b_free[n_b_free] = slot
             n_b_free += 1
-        elif kind in (_TIMER, _GATE, _PUSHED):
+        elif kind in (_TIMER, _GATE, _PUSHED, _ADMITTED):
             resume[0] = a
             n_resume = 1
         elif kind == _UPDATED:
@@ -398,6 +419,12 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                     w_start[w] = now
                     w_stall[w] = 0.0
                     w_state[w] = _W_DISPATCH
+                    if asynchronous and bound >= 0 and not _may_start(iterations, w, step, bound):
+                        ssp_w[n_ssp] = w
+                        ssp_it[n_ssp] = step
+                        n_ssp += 1
+                        w_state[w] = _W_ADMITTED
+                        break
                     if not asynchronous and step > 0 and not updated[step - 1]:
                         w_state[w] = _W_PREVIOUS
                         wait_next[w] = -1
@@ -407,7 +434,7 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                             wait_next[wait_tail[step - 1]] = w
                         wait_tail[step - 1] = w
                         break
-                elif state == _W_PREVIOUS:
+                elif state in (_W_PREVIOUS, _W_ADMITTED):
                     w_start[w] = now
                     w_state[w] = _W_DISPATCH
                 elif state == _W_DISPATCH:
@@ -617,6 +644,18 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                             totals[1] = network_bytes
                         if completed >= total:
                             _schedule(heap, seq, now, _NORMAL, _FINISHED, 0, 0)
+                    iterations[w] = step + 1
+                    if bound >= 0:
+                        # StalenessBound.release: wake the waiters now within the bound
+                        kept = 0
+                        for i in range(n_ssp):
+                            if _may_start(iterations, ssp_w[i], ssp_it[i], bound):
+                                _schedule(heap, seq, now, _NORMAL, _ADMITTED, ssp_w[i], 0)
+                            else:
+                                ssp_w[kept] = ssp_w[i]
+                                ssp_it[kept] = ssp_it[i]
+                                kept += 1
+                        n_ssp = kept
                     w_state[w] = _W_RECORD
                     if w == 0 and every and completed // every > last_held // every:
                         w_g[w] = completed  # the updates the checkpoint holds

@@ -16,8 +16,9 @@ those SimPy processes do, event for event:
   update once every shard's has, then the checkpoint where one is due; a worker whose
   pushes were late takes up the job's next step, its flows still in flight meanwhile;
 * asynchronous: each worker's push, once all of it has arrived, is applied as an update
-  of its own (after the closure's own update call), with its staleness; the chief writes
-  the checkpoints; the run stops at the last update;
+  of its own (after the closure's own update call), with its staleness; with the SSP
+  bound a worker waits to start an iteration more than `staleness` ahead of the slowest
+  other; the chief writes the checkpoints; the run stops at the last update;
 * the flow network: the flows in flight share the links max-min fairly
   (`sim.flowkernel.fill`, the flow network's own solve), recomputed whenever flows
   start or end; flows that start at the same instant start as one batch, and a flow is
@@ -29,7 +30,7 @@ engines give the same records to rounding; the tests compare them on random jobs
 (tests/test_ps_lockstep.py).
 
 `eligible` says what runs here: parameter servers on the flow network, synchronous with
-`sync_scope: step` or asynchronous without the SSP bound or the evaluation barrier, and
+`sync_scope: step` or asynchronous without the evaluation barrier, and
 without host aggregation, failures, a trace or a calibration profile. Everything else
 runs on the event engine.
 """
@@ -58,14 +59,10 @@ def eligible(sim: Simulation) -> bool:
     spec = sim.spec
     strategy = spec.strategy
     servers = sim.costs.servers
-    asynchronous_parts = (
-        strategy.staleness is not None
-        or strategy.max_iterations_ahead is not None
-        or bool(held_by_engine(spec) and spec.training.evaluation.every_steps)
-    )
+    barrier = bool(held_by_engine(spec) and spec.training.evaluation.every_steps)
     return (
         strategy_of(strategy).engine(strategy) == "ps-lockstep"
-        and (strategy.sync_scope == "step" if strategy.sync else not asynchronous_parts)
+        and (strategy.sync_scope == "step" if strategy.sync else not barrier)
         and not (strategy.local_aggregation and sim.topology.devices_per_host > 1)
         and spec.sim.network_model == "flow"
         and spec.cluster.profile is None
@@ -120,6 +117,10 @@ def run(sim: Simulation) -> SimulationOutcome:
     every = sim.checkpoint_every or 0
     costs = sim.costs.servers
     update_s = costs.update_s if strategy.sync else costs.apply_s
+    # the SSP bound in iterations, as AsynchronousTraining takes it
+    bound = strategy.max_iterations_ahead
+    if bound is None:
+        bound = strategy.staleness
     times = np.array([costs.call_s, costs.dispatch_s, update_s, sim.costs.checkpoint_s])
     ints = np.array(
         [
@@ -128,6 +129,7 @@ def run(sim: Simulation) -> SimulationOutcome:
             every,
             int(dataflow.overlap),
             int(not strategy.sync),
+            -1 if bound is None else bound,
         ],
         dtype=np.int64,
     )
