@@ -41,6 +41,9 @@ _ROUND_TIMER = 10  # a step's update call (b = 1), then its checkpoint (b = 2)
 _UPDATED = 11  # a step's update is applied; a: step
 _FINISHED = 12  # asynchronous: the last update is in (the run stops there)
 _ADMITTED = 13  # asynchronous: the SSP bound lets a waiting worker start its iteration
+_EVALUATE = 14  # asynchronous: the coordinator's evaluation starts (urgent, a process)
+_EVALUATED = 15  # ... and is done
+_OPENED = 16  # the barrier's gate opens: its waiters resume; a: the gate
 
 _URGENT = 0
 _NORMAL = 1
@@ -63,6 +66,8 @@ _W_DONE = 13
 _W_APPLY = 14  # asynchronous: the closure's own update applied
 _W_CHECKPOINTED = 15  # asynchronous: the chief's checkpoint written
 _W_ADMITTED = 16  # asynchronous: resumed: the SSP bound let it start
+_W_BARRIER = 17  # asynchronous: the evaluation barrier lets its closure out, or not
+_W_BOUND = 18  # asynchronous: the SSP bound lets it start, or not
 
 
 @njit(cache=True)
@@ -116,14 +121,16 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
     delays: (workers, steps) jitter x slowness and hiccups; times: call, dispatch,
     update (synchronous; asynchronous: a closure's own update, after its push),
     checkpoint seconds; ints: workers a round needs, warm-up steps, checkpoint interval
-    (0: none), overlap (0 / 1), asynchronous (0 / 1), the SSP bound (-1: none).
+    (0: none), overlap (0 / 1), asynchronous (0 / 1), the SSP bound (-1: none), the
+    updates between evaluations behind the barrier (0: none; their seconds: times[4]).
 
-    Asynchronous (AsynchronousTraining, without the evaluation barrier): each worker
-    pulls, computes and pushes in a loop of its own, each push applied as one update
-    once all of it has arrived, the chief writing checkpoints; with the SSP bound a
-    worker starts an iteration only within `bound` of the slowest other's finished ones
-    (StalenessBound); no rounds; the run stops at the last update, as `Simulation.run`
-    stops there.
+    Asynchronous (AsynchronousTraining): each worker pulls, computes and pushes in a
+    loop of its own, each push applied as one update once all of it has arrived, the
+    chief writing checkpoints; with the SSP bound a worker starts an iteration only
+    within `bound` of the slowest other's finished ones (StalenessBound); with the
+    evaluation barrier closures go out only up to the next evaluation, which starts
+    once its updates are in (EvaluationBarrier); no rounds; the run stops at the last
+    update, as `Simulation.run` stops there.
 
     Writes the records into rec_int (worker, step, staleness) and rec (start,
     compute_end, comm_end, end, comm_s, stall), each step's (update's) end into
@@ -138,6 +145,8 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
     needed, warmup, every, overlap = ints[0], ints[1], ints[2], ints[3] != 0
     asynchronous = ints[4] != 0
     bound = ints[5]
+    evaluate_every = ints[6]
+    evaluation_s = times[4]
 
     # -- the flows in flight (FlowNetwork's arrays) and those waiting for their start
     most = 2 * n * shards * groups + 16
@@ -203,6 +212,15 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
     ssp_w = np.zeros(n, dtype=np.int64)  # SSP: the workers waiting, in order, and
     ssp_it = np.zeros(n, dtype=np.int64)  # the iteration each waits to start
     n_ssp = 0
+    # the evaluation barrier: the update count of the next evaluation, closures let out,
+    # and each gate's waiters in the order they came (the open gate: -1 if none)
+    boundary = evaluate_every
+    dispatched = 0
+    gate = -1
+    gates = 0
+    gate_head = np.full(total + n + 2, -1, dtype=np.int64)
+    gate_tail = np.full(total + n + 2, -1, dtype=np.int64)
+    gate_next = np.full(n, -1, dtype=np.int64)
     pull_triggered = np.zeros((n, groups), dtype=np.bool_)
     parts_left = np.zeros((n, shards), dtype=np.int64)  # parts of a push not arrived
     parts_of_shard = np.zeros(shards, dtype=np.int64)
@@ -355,6 +373,19 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
         elif kind in (_TIMER, _GATE, _PUSHED, _ADMITTED):
             resume[0] = a
             n_resume = 1
+        elif kind == _EVALUATE:
+            _schedule(heap, seq, now + evaluation_s, _NORMAL, _EVALUATED, 0, 0)
+        elif kind == _EVALUATED:
+            boundary += evaluate_every
+            if gate >= 0:
+                _schedule(heap, seq, now, _NORMAL, _OPENED, gate, 0)
+                gate = -1
+        elif kind == _OPENED:
+            w = gate_head[a]
+            while w >= 0:
+                resume[n_resume] = w
+                n_resume += 1
+                w = gate_next[w]
         elif kind == _UPDATED:
             updated[a] = True
             w = wait_head[a]
@@ -418,8 +449,28 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                         totals[1] = network_bytes
                     w_start[w] = now
                     w_stall[w] = 0.0
+                    w_state[w] = _W_BARRIER if asynchronous else _W_DISPATCH
+                elif state == _W_BARRIER:
+                    # EvaluationBarrier.admit: none past the next evaluation till it is done
+                    w_state[w] = _W_BOUND
+                    if evaluate_every and dispatched >= boundary:
+                        if gate < 0:
+                            gate = gates
+                            gates += 1
+                        gate_next[w] = -1
+                        if gate_tail[gate] < 0:
+                            gate_head[gate] = w
+                        else:
+                            gate_next[gate_tail[gate]] = w
+                        gate_tail[gate] = w
+                        w_state[w] = _W_BARRIER
+                        break
+                    if evaluate_every:
+                        w_start[w] = now  # after a wait, the step starts now
+                        dispatched += 1
+                elif state == _W_BOUND:
                     w_state[w] = _W_DISPATCH
-                    if asynchronous and bound >= 0 and not _may_start(iterations, w, step, bound):
+                    if bound >= 0 and not _may_start(iterations, w, step, bound):
                         ssp_w[n_ssp] = w
                         ssp_it[n_ssp] = step
                         n_ssp += 1
@@ -656,6 +707,9 @@ def run(  # type: ignore[no-untyped-def]  # noqa: C901, PLR0912, PLR0915
                                 ssp_it[kept] = ssp_it[i]
                                 kept += 1
                         n_ssp = kept
+                    if evaluate_every and completed == boundary:
+                        # EvaluationBarrier.applied: the evaluation starts (a process)
+                        _schedule(heap, seq, now, _URGENT, _EVALUATE, 0, 0)
                     w_state[w] = _W_RECORD
                     if w == 0 and every and completed // every > last_held // every:
                         w_g[w] = completed  # the updates the checkpoint holds

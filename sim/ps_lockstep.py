@@ -18,7 +18,9 @@ those SimPy processes do, event for event:
 * asynchronous: each worker's push, once all of it has arrived, is applied as an update
   of its own (after the closure's own update call), with its staleness; with the SSP
   bound a worker waits to start an iteration more than `staleness` ahead of the slowest
-  other; the chief writes the checkpoints; the run stops at the last update;
+  other; behind the evaluation barrier (a target the engine holds the job for) closures
+  go out only up to the next evaluation, which runs once their updates are in; the
+  chief writes the checkpoints; the run stops at the last update;
 * the flow network: the flows in flight share the links max-min fairly
   (`sim.flowkernel.fill`, the flow network's own solve), recomputed whenever flows
   start or end; flows that start at the same instant start as one batch, and a flow is
@@ -30,7 +32,7 @@ engines give the same records to rounding; the tests compare them on random jobs
 (tests/test_ps_lockstep.py).
 
 `eligible` says what runs here: parameter servers on the flow network, synchronous with
-`sync_scope: step` or asynchronous without the evaluation barrier, and
+`sync_scope: step` or asynchronous, and
 without host aggregation, failures, a trace or a calibration profile. Everything else
 runs on the event engine.
 """
@@ -59,10 +61,9 @@ def eligible(sim: Simulation) -> bool:
     spec = sim.spec
     strategy = spec.strategy
     servers = sim.costs.servers
-    barrier = bool(held_by_engine(spec) and spec.training.evaluation.every_steps)
     return (
         strategy_of(strategy).engine(strategy) == "ps-lockstep"
-        and (strategy.sync_scope == "step" if strategy.sync else not barrier)
+        and (strategy.sync_scope == "step" or not strategy.sync)
         and not (strategy.local_aggregation and sim.topology.devices_per_host > 1)
         and spec.sim.network_model == "flow"
         and spec.cluster.profile is None
@@ -121,7 +122,19 @@ def run(sim: Simulation) -> SimulationOutcome:
     bound = strategy.max_iterations_ahead
     if bound is None:
         bound = strategy.staleness
-    times = np.array([costs.call_s, costs.dispatch_s, update_s, sim.costs.checkpoint_s])
+    # asynchronous: the coordinator's evaluations behind a barrier, where it holds them
+    every_evaluation = sim.spec.training.evaluation.every_steps or 0
+    if strategy.sync or not held_by_engine(sim.spec):
+        every_evaluation = 0
+    times = np.array(
+        [
+            costs.call_s,
+            costs.dispatch_s,
+            update_s,
+            sim.costs.checkpoint_s,
+            sim.costs.evaluation_s,
+        ]
+    )
     ints = np.array(
         [
             n - strategy.backup_workers,
@@ -130,6 +143,7 @@ def run(sim: Simulation) -> SimulationOutcome:
             int(dataflow.overlap),
             int(not strategy.sync),
             -1 if bound is None else bound,
+            every_evaluation,
         ],
         dtype=np.int64,
     )

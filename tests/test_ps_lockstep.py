@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from scenarios import load
 from scenarios.spec import ScenarioSpec
 from sim import lockstep, ps_lockstep, runner
+from sim.convergence import held_by_engine
 from sim.costs import ServerCosts
 from sim.metrics import summarize
 from sim.outcome import StepRecord
@@ -194,3 +195,27 @@ def test_meta_names_the_engine_of_every_point() -> None:
             expected[point.id] = "events"
     assert engines == expected
     assert set(engines.values()) == {"lockstep", "ps-lockstep", "events"}
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        (),
+        ("cluster.devices_per_host=4", "training.evaluation.every_steps=3"),
+        ("cluster.devices_per_host=3", "training.evaluation.every_steps=1"),
+        ("cluster.devices_per_host=4", "stragglers.jitter=0.2"),
+    ],
+)
+@pytest.mark.parametrize("staleness", ["", ", staleness: 1"])
+def test_evaluation_barrier(sets: tuple[str, ...], staleness: str) -> None:
+    # asynchronous parameter servers to a target: the coordinator evaluates behind a
+    # barrier (closures up to the next evaluation, then none until it is done)
+    strategy = f"{{kind: parameter_server, servers: 1, sync: false{staleness}}}"
+    scenario = load(
+        ROOT / "scenarios/library/digits-time-to-target.yaml",
+        (f"sweep.strategy=[{strategy}]", *sets),
+    )
+    held = [p.spec for p in scenario.points if held_by_engine(p.spec)]
+    assert held
+    for spec in held:
+        assert_same(spec)
