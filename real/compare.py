@@ -42,7 +42,7 @@ from results.files import claim, claim_output, origin, page_origin
 from scenarios import UserError, load
 from scenarios.loader import Scenario
 
-from . import runner
+from .checks import check_supported
 from .cli import engine_of
 from .interrupt import how_stopped, stopped_by_signals
 
@@ -120,7 +120,7 @@ def _main(args: Namespace) -> int:
         scenario: Scenario = load(args.scenario, args.sets, backend="real")
         profiles_of(scenario)  # a bad cluster.profile: refused before any work
         for point in scenario.points:
-            runner.check_supported(point.spec)
+            check_supported(point.spec)
         out = Path(args.out) if args.out else Path("runs") / scenario.name
         if out.exists() and not out.is_dir():
             raise UserError(f"--out: {out} exists and is not a directory")
