@@ -30,11 +30,12 @@ def scratch(n_links: int, max_flows: int, width: int) -> tuple:  # type: ignore[
         np.empty(n_links),  # residual capacity of each link
         np.zeros(n_links, dtype=np.int64),  # unfixed flows crossing each link (kept 0)
         np.zeros(n_links, dtype=np.int64),  # flows fixed on each link this round (kept 0)
-        np.zeros(n_links, dtype=np.bool_),  # tight this round
-        np.empty(n_links, dtype=np.int64),  # the links some flow crosses
-        np.empty(max_flows * width, dtype=np.int64),  # each incidence's flow
-        np.empty(max_flows * width, dtype=np.int64),  # and link
-        np.zeros(max_flows, dtype=np.bool_),  # fixed this round
+        np.empty(n_links, dtype=np.int64),  # where each link's flows begin in `members`
+        np.empty(n_links, dtype=np.int64),  # ... and end
+        np.empty(n_links, dtype=np.int64),  # the links some unfixed flow crosses
+        np.empty(n_links, dtype=np.int64),  # the links tight this round
+        np.empty(max_flows * width, dtype=np.int64),  # the flows crossing each link
+        np.zeros(max_flows, dtype=np.bool_),  # fixed
     )
 
 
@@ -51,56 +52,66 @@ def fill(
     min(remaining / rates), the seconds until the first of them finishes.
 
     paths: (flows, max path) link indices padded with -1; capacity: (links,) bytes/s;
-    work: `scratch`'s arrays. The incidences (flow, link) shrink as flows are fixed; a
-    round is one pass over the links some flow crosses and one over the incidences left.
+    work: `scratch`'s arrays. Each link keeps the list of the flows crossing it; a round
+    is one pass over the links some unfixed flow still crosses, then the flows of the
+    tight ones: a link is tight once (its flows are all fixed then), so the rounds cost
+    the links' count each, and the flows' incidences once in all.
     """
-    residual, counts, removed, tight, used, inc_flow, inc_link, hit = work
+    residual, counts, removed, begin, end, active, tight, members, fixed = work
     width = paths.shape[1]
-    n_used = 0
-    n_inc = 0
+    n_active = 0
     for f in range(n_flows):
         rates[f] = 0.0
-        hit[f] = False
+        fixed[f] = False
         for p in range(width):
             link = paths[f, p]
             if link >= 0:
-                inc_flow[n_inc] = f
-                inc_link[n_inc] = link
                 if counts[link] == 0:
-                    used[n_used] = link
-                    n_used += 1
+                    active[n_active] = link
+                    n_active += 1
                     residual[link] = capacity[link]
                 counts[link] += 1
-                n_inc += 1
-    while n_inc > 0:
+    at = 0
+    for u in range(n_active):
+        link = active[u]
+        begin[link] = at
+        end[link] = at
+        at += counts[link]
+    for f in range(n_flows):
+        for p in range(width):
+            link = paths[f, p]
+            if link >= 0:
+                members[end[link]] = f
+                end[link] += 1
+    while n_active > 0:
         fair = np.inf
-        for u in range(n_used):
-            link = used[u]
-            if counts[link] > 0:
-                share = residual[link] / counts[link]
-                if share < fair:
-                    fair = share
+        for u in range(n_active):
+            link = active[u]
+            share = residual[link] / counts[link]
+            if share < fair:
+                fair = share
         limit = fair * (1 + 1e-12)
-        for u in range(n_used):
-            link = used[u]
-            tight[link] = counts[link] > 0 and residual[link] / counts[link] <= limit
-        for i in range(n_inc):
-            if tight[inc_link[i]]:
-                hit[inc_flow[i]] = True
+        # every link as tight as `fair` before any is changed (one round of the numpy solve)
+        n_tight = 0
+        for u in range(n_active):
+            link = active[u]
+            if residual[link] / counts[link] <= limit:
+                tight[n_tight] = link
+                n_tight += 1
+        for t in range(n_tight):
+            link = tight[t]
+            for i in range(begin[link], end[link]):
+                f = members[i]
+                if not fixed[f]:
+                    fixed[f] = True
+                    rates[f] = fair
+                    for p in range(width):
+                        crossed = paths[f, p]
+                        if crossed >= 0:
+                            removed[crossed] += 1
         kept = 0
-        for i in range(n_inc):
-            f = inc_flow[i]
-            link = inc_link[i]
-            if hit[f]:
-                rates[f] = fair
-                removed[link] += 1
-            else:
-                inc_flow[kept] = f
-                inc_link[kept] = link
-                kept += 1
-        n_inc = kept
-        for u in range(n_used):
-            link = used[u]
+        for u in range(n_active):
+            link = active[u]
             if removed[link] > 0:
                 # as numpy's `residual -= bincount * fair`, then clamped at 0
                 residual[link] -= removed[link] * fair
@@ -108,6 +119,10 @@ def fill(
                     residual[link] = 0.0
                 counts[link] -= removed[link]
                 removed[link] = 0
+            if counts[link] > 0:
+                active[kept] = link
+                kept += 1
+        n_active = kept
     first = np.inf
     for f in range(n_flows):
         left = remaining[f] / rates[f]
