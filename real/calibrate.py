@@ -56,8 +56,9 @@ from .calibrate_stage import measure_stage
 from .checks import check_supported, require_gpu
 from .failures import Failure, process_of
 from .job import Job, Server, Training
-from .launcher import InjectedFailure, Kill, Launcher
+from .launcher import InjectedFailure, Kill, Launcher, LaunchResult
 from .pool import Measured
+from .protocol import Step
 from .runner import jobs_for
 from .strategies import Probe, strategy_of
 
@@ -133,18 +134,18 @@ def measure_dispatch(spec: ScenarioSpec, steps: int = COMPUTE_STEPS) -> list[Com
     return entries
 
 
-def _compute_entry(spec: ScenarioSpec, result: Any, processes: int, **fields: Any) -> ComputeEntry:
+def _compute_entry(
+    spec: ScenarioSpec, result: LaunchResult, processes: int, **fields: Any
+) -> ComputeEntry:
     """A compute entry from a launch's step records: workers 0 to `processes` - 1 (an
     in-graph process reports a record per device, each a worker)."""
     warmup = spec.training.warmup_steps
     durations: list[float] = []
     for worker in range(processes):
-        ends = sorted(r["end"] for r in result.of("step") if r["worker"] == worker)
+        ends = sorted(r.end for r in result.of(Step) if r.worker == worker)
         durations.extend(np.diff(ends[max(warmup, 1) - 1 :]).tolist())
     t = np.asarray(durations)
-    firsts = [
-        min(r["start"] for r in result.of("step") if r["worker"] == w) for w in range(processes)
-    ]
+    firsts = [min(r.start for r in result.of(Step) if r.worker == w) for w in range(processes)]
     # processes started to their first step: what relaunching a job costs (imports,
     # building the model, tracing)
     startup = float(np.median(firsts)) - result.launched
@@ -230,19 +231,19 @@ def _one_restart(spec: ScenarioSpec) -> float:
         result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    steps = result.of("step")
+    steps = result.of(Step)
     if not steps:
         raise RuntimeError("the relaunched job took no step")
-    first = min(steps, key=lambda r: r["start"])
-    return first["end"] - launcher.killed_at - _steady_step(steps)
+    first = min(steps, key=lambda r: r.start)
+    return first.end - launcher.killed_at - _steady_step(steps)
 
 
-def _steady_step(steps: list[dict[str, Any]]) -> float:
+def _steady_step(steps: list[Step]) -> float:
     """The median time between one step's end and the next's on the same worker, the
     first step of each (the one that traces) left out; 0 with too few steps."""
     gaps: list[float] = []
-    for worker in {r["worker"] for r in steps}:
-        ends = sorted(r["end"] for r in steps if r["worker"] == worker)
+    for worker in {r.worker for r in steps}:
+        ends = sorted(r.end for r in steps if r.worker == worker)
         gaps.extend(np.diff(ends[1:]).tolist())
     return float(np.median(gaps)) if gaps else 0.0
 

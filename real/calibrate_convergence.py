@@ -32,6 +32,7 @@ from workloads.schedule import Schedule, schedule_of
 
 from .job import Job, Training
 from .launcher import Launcher
+from .protocol import Eval, Step
 from .runner import jobs_for
 
 #: the batches of the single-worker curves where the scenario's points name fewer than
@@ -123,22 +124,22 @@ def measure_curve(
     n = variant.training.warmup_steps + variant.training.steps
     lr = spec.training.learning_rate
     result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
-    evals = sorted(result.of("eval"), key=lambda r: r["step"])
+    evals = sorted(result.of(Eval), key=lambda r: r.step)
     metric = spec.training.target.metric if spec.training.target else "accuracy"
     staleness = [0.0] * n
     if kind == "async":
-        for r in result.of("step"):
-            if 0 <= r.get("update", -1) < n:
-                staleness[r["update"]] = float(r.get("staleness", 0))
+        for r in result.of(Step):
+            if r.update is not None and 0 <= r.update < n:
+                staleness[r.update] = float(r.staleness)
     return CurveFit(
         kind=kind,
         batch=variant.training.batch_per_worker,
         rate=rate,
         scaling=lr.scaling,
-        steps=[int(r["step"]) for r in evals],
-        values=[float(r[metric]) for r in evals],
+        steps=[int(r.step) for r in evals],
+        values=[float(getattr(r, metric)) for r in evals],
         staleness=staleness,
-        eval_s=float(np.median([r["end"] - r["start"] for r in evals])) if evals else None,
+        eval_s=float(np.median([r.end - r.start for r in evals])) if evals else None,
     )
 
 

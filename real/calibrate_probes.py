@@ -40,8 +40,9 @@ from scenarios.dynamics import StragglerSpec
 from scenarios.spec import ScenarioSpec, StrategySpec
 
 from .job import Job, Probe, Server
-from .launcher import Launcher
+from .launcher import Launcher, LaunchResult
 from .pool import fit_alpha_beta
+from .protocol import ProbeSample
 from .runner import COLLECTIVE_TIMEOUT_S, common_of
 
 #: message sizes probed (bytes): 1 KiB to 32 MiB, roughly x8 apart
@@ -77,11 +78,13 @@ def single_worker(spec: ScenarioSpec) -> ScenarioSpec:
     )
 
 
-def _probe_samples(result: Any, kinds: tuple[str, ...], worker: int = 0) -> dict[int, list[float]]:
+def _probe_samples(
+    result: LaunchResult, kinds: tuple[str, ...], worker: int = 0
+) -> dict[int, list[float]]:
     samples: dict[int, list[float]] = {}
-    for r in result.of("probe"):
-        if r["kind"] in kinds and r["worker"] == worker:
-            samples.setdefault(int(r["bytes"]), []).append(float(r["time_s"]))
+    for r in result.of(ProbeSample):
+        if r.kind in kinds and r.worker == worker:
+            samples.setdefault(int(r.bytes), []).append(float(r.time_s))
     return samples
 
 
@@ -102,15 +105,15 @@ def measure_transfer(device: str = "cpu") -> tuple[Fit, Fit, Messages]:
     result = Launcher(jobs, TIMEOUT_S, device).run()
     one_way = Fit.model_validate(_fit(_probe_samples(result, ("pull", "push"))))
     exchange = Fit.model_validate(_fit(_probe_samples(result, ("exchange",))))
-    return one_way, exchange, messages_of(result.of("probe"))
+    return one_way, exchange, messages_of(result.of(ProbeSample))
 
 
-def messages_of(records: Iterable[dict[str, Any]]) -> Messages:
+def messages_of(records: Iterable[ProbeSample]) -> Messages:
     """The chain probe's medians: one read in a call, and the slope per further read."""
     times: dict[int, list[float]] = {}
     for r in records:
-        if r.get("kind") == "chain":
-            times.setdefault(int(r["messages"]), []).append(float(r["time_s"]))
+        if r.kind == "chain":
+            times.setdefault(int(r.messages or 0), []).append(float(r.time_s))
     if len(times) != 2:
         raise RuntimeError(f"calibration: chain probe gave {sorted(times)} call lengths, not 2")
     (one, first), (chain, longest) = sorted((k, float(np.median(v))) for k, v in times.items())

@@ -14,6 +14,7 @@ from measured.profile import ComputeEntry
 from scenarios.spec import ScenarioSpec
 
 from .launcher import Launcher, LaunchResult
+from .protocol import Step
 from .runner import common_of
 from .strategies.pipeline import pipeline_jobs
 
@@ -56,14 +57,14 @@ def measure_stage(
     measured = 1 if fed else 0
     t = np.concatenate(
         [
-            np.diff(sorted(r["end"] for r in result.of("step") if r["worker"] == measured))[
+            np.diff(sorted(r.end for r in result.of(Step) if r.worker == measured))[
                 max(warmup, 1) - 1 :
             ]
             for result in results
         ]
     )
     startup = float(
-        np.median([min(r["start"] for r in res.of("step")) - res.launched for res in results])
+        np.median([min(r.start for r in res.of(Step)) - res.launched for res in results])
     )
     return ComputeEntry.model_validate(
         {

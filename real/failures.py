@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TypeGuard
 
 from results.streams import stream
 from scenarios.dynamics import RandomFailure
@@ -16,6 +16,7 @@ from scenarios.spec import ScenarioSpec
 
 from .job import Job, Training
 from .launcher import Generation, InjectedFailure, Kill, Launcher, LaunchResult
+from .protocol import Checkpoint, Progress, Progressing, Record, Round, Serving, Step
 from .spark import SparkLauncher
 from .spark_task import planned
 from .summary import progress_index
@@ -170,23 +171,18 @@ def launch_with_failures(spec: ScenarioSpec, jobs: list[Job]) -> LaunchResult:
     try:
         for number, generation in enumerate(launches):
             result = generation.result
-            for record in result.records:
-                record["generation"] = number
+            result.records = [replace(record, generation=number) for record in result.records]
             total.records.extend(result.records)
             total.placement += [dict(p, generation=number) for p in result.placement]
             if number == 0:
                 total.launched = result.launched
             if failed_at is not None:
-                starts = [r["start"] for r in result.records if r.get("event") == "step"]
+                starts = [r.start for r in result.of(Step)]
                 total.recovery_time_s += (min(starts) if starts else time.time()) - failed_at
             for kill in generation.struck:
                 total.failures += 1
                 if kill.restart_after is not None:  # a worker that rejoined: the job went on
-                    back = [
-                        r["time"]
-                        for r in result.records
-                        if r.get("event") == "serving" and r["time"] > (kill.killed_at or 0)
-                    ]
+                    back = [r.time for r in result.of(Serving) if r.time > (kill.killed_at or 0)]
                     # not back before the job ended or stopped: down until then
                     end = kill.restarted_at or generation.stopped_at or result.finished
                     back_at = min(back) if back else end or time.time()
@@ -199,7 +195,7 @@ def launch_with_failures(spec: ScenarioSpec, jobs: list[Job]) -> LaunchResult:
                 (progress_index(r) + 1 for r in result.records if _counts(r, fatal.watch)),
                 default=0,
             )
-            saved = max((r["step"] for r in total.of("checkpoint") if r["worker"] == 0), default=0)
+            saved = max((r.step for r in total.of(Checkpoint) if r.worker == 0), default=0)
             total.lost_steps += max(0, done - saved)
             failed_at = generation.stopped_at
         raise AssertionError("the launches ended without one that finished")
@@ -208,8 +204,8 @@ def launch_with_failures(spec: ScenarioSpec, jobs: list[Job]) -> LaunchResult:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _counts(record: dict[str, Any], watch: int) -> bool:
+def _counts(record: Record, watch: int) -> TypeGuard[Progressing]:
     """A record that counts the job's progress."""
-    if record.get("event") in ("round", "progress"):
+    if isinstance(record, Round | Progress):
         return True
-    return record.get("event") == "step" and record.get("worker") == watch
+    return isinstance(record, Step) and record.worker == watch

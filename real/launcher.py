@@ -24,10 +24,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import protocol
 from .job import Job, reports
+from .protocol import Done, Error, Progressing, Record
+
+R = TypeVar("R", bound=Record)
 
 #: a relaunch is said here: with no logging set up, Python prints a warning's message
 _log = logging.getLogger(__name__)
@@ -117,7 +120,7 @@ def process_env(
 
 @dataclass
 class LaunchResult:
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     launched: float = 0.0  # host clock when the first process was started
     finished: float = 0.0
     failures: int = 0  # set by the runner across restarts
@@ -126,8 +129,9 @@ class LaunchResult:
     # where each process ran (Spark: its executor and host); empty for local runs
     placement: list[dict[str, Any]] = field(default_factory=list)
 
-    def of(self, event: str) -> list[dict[str, Any]]:
-        return [r for r in self.records if r.get("event") == event]
+    def of(self, kind: type[R]) -> list[R]:
+        """Its records of one kind (`real/protocol.py`), in order."""
+        return [r for r in self.records if isinstance(r, kind)]
 
 
 @dataclass
@@ -287,7 +291,7 @@ class Launcher:
         threading.Thread(target=self._read, args=(index, process.stdout), daemon=True).start()
         return process
 
-    def _inject(self, index: int, record: dict[str, Any] | None) -> None:
+    def _inject(self, index: int, record: Record | None) -> None:
         """Start again every rejoining process whose downtime is over; kill the process
         the next failure names when its time comes. Failures strike in order, and a
         worker that is down does not hold back a failure of another process (the job goes
@@ -310,8 +314,8 @@ class Launcher:
             due = (
                 record is not None
                 and index == kill.watch
-                and record.get("event") in ("step", "round", "progress")
-                and (record.get("step") or 0) >= kill.at_step - 1
+                and isinstance(record, Progressing)
+                and record.step >= kill.at_step - 1
             )
         else:
             due = (
@@ -359,17 +363,20 @@ class Launcher:
                 if index in reporting and index not in done and not self._killed(index):
                     self._check_exits(done, only=index)
                 continue
-            record = protocol.parse(line)
+            try:
+                record = protocol.parse(line)
+            except protocol.ProtocolError as exc:
+                raise RunError(f"process {index}: {exc}") from None
             if record is None:
                 continue
             heard = time.monotonic()
-            if record.get("event") in ("step", "round", "progress"):
+            if isinstance(record, Progressing):
                 self._stepping = True
                 if self.origin is None:
-                    self.origin = record.get("start", record.get("time", time.time()))
-            if record.get("event") == "error":
-                raise RunError(f"process {index} failed: {record.get('error')}")
-            if record.get("event") == "done":
+                    self.origin = protocol.started(record)
+            if isinstance(record, Error):
+                raise RunError(f"process {index} failed: {record.error}")
+            if isinstance(record, Done):
                 done.add(index)
             result.records.append(record)
             self._inject(index, record)

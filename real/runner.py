@@ -106,7 +106,7 @@ def run_trials_point(point: Point) -> RealPoint:
     spec = point.spec
     trials = [job for job in jobs_for(spec) if isinstance(job, Trial)]
     figures, records, placement = run_trials(spec, trials)
-    t0 = min(r["start"] for r in records)
+    t0 = min(r.start for _, r in records)
     row: dict[str, Any] = {
         "point": point.id,
         "backend": "real",
@@ -130,18 +130,18 @@ def run_trials_point(point: Point) -> RealPoint:
         {
             "point": point.id,
             "worker": 0,
-            "step": [r["step"] for r in records],
-            "warmup": [r["step"] < spec.training.warmup_steps for r in records],
-            "start_s": [r["start"] - t0 for r in records],
-            "compute_end_s": [r["compute_end"] - t0 for r in records],
-            "comm_end_s": [r["end"] - t0 for r in records],
-            "end_s": [r["end"] - t0 for r in records],
+            "step": [r.step for _, r in records],
+            "warmup": [r.step < spec.training.warmup_steps for _, r in records],
+            "start_s": [r.start - t0 for _, r in records],
+            "compute_end_s": [r.compute_end - t0 for _, r in records],
+            "comm_end_s": [r.end - t0 for _, r in records],
+            "end_s": [r.end - t0 for _, r in records],
             "replication": 0,
             "generation": 0,
             "lost": False,
-            "trial": [r["trial"] for r in records],
+            "trial": [trial for trial, _ in records],
             "staleness": 0,
-            "loss": [r["loss"] for r in records],
+            "loss": [r.loss for _, r in records],
         }
     ).reindex(columns=list(vocab.STEP_COLUMNS) + ["loss"])
     return RealPoint(point.id, row, frame, placement=placement or None)

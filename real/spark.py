@@ -29,6 +29,7 @@ from typing import Any
 from engines.spark import DEFAULT_MASTER, is_local, session
 from scenarios.spec import ScenarioSpec
 
+from . import protocol
 from .job import Job, Trial
 from .launcher import GaveUp, Generation, Kill, LaunchResult, RunError
 from .spark_task import JobTask, Planned, RunDir, run_process, where
@@ -117,7 +118,7 @@ class SparkLauncher:
                 continue  # relaunched at once: a crash at start-up, or Spark's own failure
             tasks = run.tasks(attempt)
             records = run.records(attempt)
-            records.sort(key=lambda r: r.get("end", r.get("time", r.get("start", 0.0))))
+            records.sort(key=protocol.when)
             result = LaunchResult(
                 records=records,
                 launched=min((t["launched"] for t in tasks.values()), default=time.time()),
@@ -247,7 +248,9 @@ def run_trials(
         if outcome["error"]:
             raise RunError(f"trial {outcome['trial']} failed: {outcome['error']}")
         result = LaunchResult(
-            records=outcome["records"], launched=outcome["started"], finished=outcome["finished"]
+            records=[protocol.record_of(r) for r in outcome["records"]],
+            launched=outcome["started"],
+            finished=outcome["finished"],
         )
         result.placement = [{"trial": outcome["trial"], **_where_of(outcome)}]
         done.append((outcome["started"], outcome["finished"], result))

@@ -12,7 +12,8 @@ which outlives every attempt of the stage:
 - `attempt-G-I`: task I's mark of attempt G (the first G whose mark it could create), so
   every task of an attempt knows which attempt it is;
 - `task-G-I.json`: where and when task I of attempt G ran, and how it ended;
-- `records-G-I.jsonl`: its process's records, a line each as they come;
+- `records-G-I.jsonl`: its process's records, a line each as they come (the JSON
+  objects it printed; read back typed, `RunDir.records`);
 - `done-G-I`: its process reported `done` (servers stop once every reporting one has);
 - `origin.json`: the host clock of the run's first step (`at_time` counts from it);
 - `request-F`, `struck-F.json`, `restarted-F.json`: failure F of the scenario is due (said
@@ -49,11 +50,10 @@ from typing import Any, TextIO
 from . import protocol
 from .job import Job, reports
 from .launcher import CRASHES, START_ATTEMPTS, free_ports, last_error, process_env
+from .protocol import Done, Error, Progressing, Record
 
 #: seconds between looks at the run directory while a process runs
 POLL_S = 0.05
-#: the events that count a job's progress (as the local launcher counts them)
-PROGRESS = ("step", "round", "progress")
 
 
 @dataclass(frozen=True)
@@ -118,13 +118,16 @@ class RunDir:
             f.write(json.dumps(data))
         return True
 
-    def records(self, attempt: int) -> list[dict[str, Any]]:
-        """Every record of an attempt's processes."""
-        found: list[dict[str, Any]] = []
+    def records(self, attempt: int) -> list[Record]:
+        """Every record of an attempt's processes (`real/protocol.py`)."""
+        found: list[Record] = []
         for path in sorted(self.path.glob(f"records-{attempt}-*.jsonl")):
             for line in path.read_text().splitlines():
-                with contextlib.suppress(ValueError):
-                    found.append(json.loads(line))
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    continue
+                found.append(protocol.record_of(data))
         return found
 
     def tasks(self, attempt: int) -> dict[int, dict[str, Any]]:
@@ -178,7 +181,7 @@ class Watch:
             for number, f in enumerate(self.failures)
         )
 
-    def look(self, record: dict[str, Any] | None, now: float, stepping: bool) -> None:
+    def look(self, record: Record | None, now: float, stepping: bool) -> None:
         """Say the upcoming failure is due where this task watches for it and it is."""
         number = self.upcoming() if self.failures else None
         if number is None:
@@ -189,11 +192,7 @@ class Watch:
         if self.down(failure.process):
             return
         if failure.at_step is not None:
-            due = (
-                record is not None
-                and record.get("event") in PROGRESS
-                and (record.get("step") or 0) >= failure.at_step - 1
-            )
+            due = isinstance(record, Progressing) and record.step >= failure.at_step - 1
         else:
             origin = self.run.read("origin.json")
             due = (
@@ -260,8 +259,8 @@ class _Process:
         self.lines.put((incarnation, None))
 
     def next(self) -> dict[str, Any] | str | None:
-        """The running process's next record, END once it has closed its output, or None
-        if nothing came within `POLL_S`."""
+        """The running process's next record as it printed it (a JSON object), END once
+        it has closed its output, or None if nothing came within `POLL_S`."""
         try:
             incarnation, line = self.lines.get(timeout=POLL_S)
         except queue.Empty:
@@ -270,7 +269,7 @@ class _Process:
             return None  # what a killed process said last
         if line is None:
             return self.END
-        return protocol.parse(line)
+        return protocol.data_of(line)
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -373,21 +372,19 @@ class JobTask:
         while True:
             item = process.next()
             now = time.time()
-            record = item if isinstance(item, dict) else None
-            if record is not None:
-                out.write(json.dumps(record) + "\n")
+            record = protocol.record_of(item) if isinstance(item, dict) else None
+            if isinstance(item, dict):
+                out.write(json.dumps(item) + "\n")
                 out.flush()
-                event = record.get("event")
-                if event in PROGRESS:
-                    stepping = True
-                    if not origin_known:
-                        start = record.get("start", record.get("time", now))
-                        run.claim("origin.json", {"time": start})
-                        origin_known = True
-                elif event == "error":
-                    return {"error": str(record.get("error"))}
-                elif event == "done":
-                    (run.path / f"done-{attempt}-{index}").touch()
+            if isinstance(record, Progressing):
+                stepping = True
+                if not origin_known:
+                    run.claim("origin.json", {"time": protocol.started(record)})
+                    origin_known = True
+            elif isinstance(record, Error):
+                return {"error": record.error}
+            elif isinstance(record, Done):
+                (run.path / f"done-{attempt}-{index}").touch()
             if not reporter and all(run.has(f"done-{attempt}-{i}") for i in reporting):
                 return {}
             watch.look(record, now, stepping)
@@ -425,18 +422,21 @@ def where() -> dict[str, str]:
 
 
 def run_process(job: Job, device: str) -> tuple[list[dict[str, Any]], str]:
-    """One single-process job to its end: its records, and what went wrong ("" if
-    nothing)."""
+    """One single-process job to its end: its records as it printed them (JSON objects,
+    read back typed with `protocol.record_of`), and what went wrong ("" if nothing)."""
     records: list[dict[str, Any]] = []
     error = ""
+    done = False
     with _Process(job, process_env([job], 0, [], device)) as process:
         while (item := process.next()) != _Process.END:
             if isinstance(item, dict):
                 records.append(item)
-                if item.get("event") == "error":
-                    error = str(item.get("error"))
+                record = protocol.record_of(item)
+                if isinstance(record, Error):
+                    error = record.error
+                done = done or isinstance(record, Done)
         code = process.process.wait()
-        if not error and (code != 0 or not any(r.get("event") == "done" for r in records)):
+        if not error and (code != 0 or not done):
             error = f"exited with status {code}: {last_error(process.log)}"
     return records, error
 

@@ -17,6 +17,7 @@ from scenarios.spec import ScenarioSpec
 from workloads.convergence import to_target
 
 from .launcher import LaunchResult
+from .protocol import Busy, Checkpoint, Eval, Progressing, Ready, Round, Serving, Step
 
 
 def trace_of(
@@ -71,36 +72,34 @@ def busy_spans(samples: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def progress_index(record: dict[str, Any]) -> int:
+def progress_index(record: Progressing) -> int:
     """Where a record stands in the job's progress: its global update (async parameter
     servers) or its step (round)."""
-    return int(record.get("update", record["step"]))
+    update = record.update if isinstance(record, Step) else None
+    return int(record.step if update is None else update)
 
 
-def kept_steps(launch: LaunchResult) -> tuple[dict[int, int], list[dict[str, Any]]]:
+def kept_steps(launch: LaunchResult) -> tuple[dict[int, int], list[Step]]:
     """Where each generation of the job resumed (its first step, round or update) and the
     step records that count. A job restarted from a checkpoint redoes the steps (rounds,
     updates) since: what an earlier generation did from the step the next one resumed at
     is lost."""
     resumed: dict[int, int] = {}
     for r in launch.records:
-        if r.get("event") in ("step", "round", "progress"):
-            g = r.get("generation", 0)
+        if isinstance(r, Progressing):
+            g = r.generation
             resumed[g] = min(resumed.get(g, 1 << 62), progress_index(r))
     records = [
         r
-        for r in launch.of("step")
-        if not any(
-            g > r.get("generation", 0) and first <= progress_index(r)
-            for g, first in resumed.items()
-        )
+        for r in launch.of(Step)
+        if not any(g > r.generation and first <= progress_index(r) for g, first in resumed.items())
     ]
     return resumed, records
 
 
 def step_ends(
-    records: list[dict[str, Any]],
-    rounds: dict[int, dict[str, Any]],
+    records: list[Step],
+    rounds: dict[int, Round],
     asynchronous: bool,
     count: int,
 ) -> np.ndarray:
@@ -108,38 +107,36 @@ def step_ends(
     update (one worker's batch), in order of completion; otherwise a step ends when its
     last worker's update ends, or (synchronous parameter servers) at its round's update."""
     if asynchronous:
-        return np.sort(np.array([r["end"] for r in records]))[:count]
+        return np.sort(np.array([r.end for r in records]))[:count]
     ends = np.full(count, -np.inf)
     for r in records:
-        if r["step"] < len(ends):
-            ends[r["step"]] = max(ends[r["step"]], r["end"])
-    for step, r in rounds.items():
+        if r.step < len(ends):
+            ends[r.step] = max(ends[r.step], r.end)
+    for step, round_ in rounds.items():
         if step < len(ends):
-            ends[step] = r["end"]
+            ends[step] = round_.end
     return ends
 
 
-def steps_frame(
-    attempts: list[dict[str, Any]], records: list[dict[str, Any]], warmup: int, t0: float
-) -> pd.DataFrame:
+def steps_frame(attempts: list[Step], records: list[Step], warmup: int, t0: float) -> pd.DataFrame:
     """steps.csv's rows (the point's column aside): every attempt at a step, times from
     `t0`, `lost` where it is not among the `records` that count."""
     kept = {id(r) for r in records}
     return pd.DataFrame(
         {
-            "worker": [r["worker"] for r in attempts],
-            "step": [r["step"] for r in attempts],
-            "warmup": [r["step"] < warmup for r in attempts],
-            "start_s": [r["start"] - t0 for r in attempts],
-            "compute_end_s": [r["compute_end"] - t0 for r in attempts],
-            "comm_end_s": [r["end"] - t0 for r in attempts],
-            "end_s": [r["end"] - t0 for r in attempts],
+            "worker": [r.worker for r in attempts],
+            "step": [r.step for r in attempts],
+            "warmup": [r.step < warmup for r in attempts],
+            "start_s": [r.start - t0 for r in attempts],
+            "compute_end_s": [r.compute_end - t0 for r in attempts],
+            "comm_end_s": [r.end - t0 for r in attempts],
+            "end_s": [r.end - t0 for r in attempts],
             "replication": 0,
-            "generation": [r.get("generation", 0) for r in attempts],
+            "generation": [r.generation for r in attempts],
             "lost": [id(r) not in kept for r in attempts],
             "trial": -1,
-            "staleness": [r.get("staleness", 0) for r in attempts],
-            "loss": [r["loss"] for r in attempts],
+            "staleness": [r.staleness for r in attempts],
+            "loss": [r.loss for r in attempts],
         }
     )
 
@@ -148,14 +145,14 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
     """A launch's results row (with `curve`, `target_reason` and `busy` for the caller
     to take out) and its steps."""
     warmup, steps, n = spec.training.warmup_steps, spec.training.steps, spec.workers
-    attempts = launch.of("step")
+    attempts = launch.of(Step)
     resumed, records = kept_steps(launch)
-    ready = launch.of("ready")
-    t0 = min(r["start"] for r in records)
+    ready = launch.of(Ready)
+    t0 = min(r.start for r in records)
     asynchronous = spec.strategy.counts_updates
-    rounds = {r["step"]: r for r in launch.of("round")}  # sync PS: a step ends at its update
+    rounds = {r.step: r for r in launch.of(Round)}  # sync PS: a step ends at its update
     # a job with a target stops once it is met: the steps it ran, not the bound
-    ran = len(records) if asynchronous else 1 + max([r["step"] for r in records] + list(rounds))
+    ran = len(records) if asynchronous else 1 + max([r.step for r in records] + list(rounds))
     warmup = min(warmup, ran - 1)  # (a target met within the warm-up: measure what ran)
     steps = min(steps, ran - warmup)
     ends = step_ends(records, rounds, asynchronous, warmup + steps)
@@ -167,22 +164,22 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
     finish = float(measured[-1])
     # the evaluations of the measured run, which the job waits for: the steps' time is
     # without them, so that the two add up to the run's (docs/scenarios.md)
-    evaluations = [(r["start"], r["end"]) for r in launch.of("eval") if r["start"] >= begin]
+    evaluations = [(r.start, r.end) for r in launch.of(Eval) if r.start >= begin]
     held = sum(end - start for start, end in evaluations if end <= finish)
     training_time = float(finish - begin - held)
     if asynchronous:
-        window = [r for r in records if begin <= r["start"] and r["end"] <= finish]
-        free = free_since(records, launch.of("serving"))
-        durations = np.array([r["end"] - free[id(r)] for r in window])
+        window = [r for r in records if begin <= r.start and r.end <= finish]
+        free = free_since(records, launch.of(Serving))
+        durations = np.array([r.end - free[id(r)] for r in window])
     else:
-        window = [r for r in records if r["step"] >= warmup]
+        window = [r for r in records if r.step >= warmup]
         durations = np.diff(np.concatenate([[begin], measured]))
-    compute = sum(r["compute_end"] - r["start"] for r in window)
-    comm = sum(r["end"] - r["compute_end"] for r in window)
+    compute = sum(r.compute_end - r.start for r in window)
+    comm = sum(r.end - r.compute_end for r in window)
     busy = n * training_time
-    staleness = [r.get("staleness", 0) for r in window] or [0]
-    last = max(r["step"] for r in records)
-    row = {
+    staleness = [r.staleness for r in window] or [0]
+    last = max(r.step for r in records)
+    row: dict[str, Any] = {
         "steps": steps,
         **step_stats(durations),
         "samples_trained": samples,
@@ -194,28 +191,23 @@ def summarize(spec: ScenarioSpec, launch: LaunchResult) -> tuple[dict[str, Any],
         "bytes_on_network": 0.0,  # loopback: nothing crosses a NIC
         "max_staleness": int(max(staleness)),
         "mean_staleness": float(np.mean(staleness)),
-        "dropped_gradients": sum(1 for r in window if r.get("dropped")),
-        "dropped_samples_per_s": sum(1 for r in window if r.get("dropped"))
+        "dropped_gradients": sum(1 for r in window if r.dropped),
+        "dropped_samples_per_s": sum(1 for r in window if r.dropped)
         * spec.training.batch_per_worker
         / training_time,
         "failures": launch.failures,
         "lost_steps": launch.lost_steps,
         "recovery_time_s": launch.recovery_time_s,
-        "checkpoint_time_s": sum(
-            r["end"] - r["start"] for r in launch.of("checkpoint") if r["worker"] == 0
-        ),
+        "checkpoint_time_s": sum(r.end - r.start for r in launch.of(Checkpoint) if r.worker == 0),
         "training_time_s": training_time,
         "evaluation_time_s": float(sum(end - start for start, end in evaluations)),
-        "startup_time_s": max(r["time"] for r in ready if r.get("generation", 0) == 0)
-        - launch.launched,
-        "final_loss": float(np.mean([r["loss"] for r in records if r["step"] == last])),
+        "startup_time_s": max(r.time for r in ready if r.generation == 0) - launch.launched,
+        "final_loss": float(np.mean([r.loss for r in records if r.step == last])),
     }
     row.update(target_row(spec, launch, resumed, float(begin)))
     # a pipeline's stages' CPU samples, on the steps' clock (t0 the first step's start)
     row["busy"] = [
-        (int(r["worker"]), float(t) - t0, float(cpu))
-        for r in launch.of("busy")
-        for t, cpu in r["samples"]
+        (int(r.worker), float(t) - t0, float(cpu)) for r in launch.of(Busy) for t, cpu in r.samples
     ]
     return row, steps_frame(attempts, records, warmup, t0)
 
@@ -231,22 +223,20 @@ def curve_of(
         return None
     evals = [
         r
-        for r in launch.of("eval")
-        if not any(g > r.get("generation", 0) and first < r["step"] for g, first in resumed.items())
+        for r in launch.of(Eval)
+        if not any(g > r.generation and first < r.step for g, first in resumed.items())
     ]
-    evals = sorted(evals, key=lambda r: (r["step"], r["end"]))
-    evals = [
-        r for i, r in enumerate(evals) if i + 1 == len(evals) or evals[i + 1]["step"] != r["step"]
-    ]
-    steps = np.array([r["step"] for r in evals], dtype=int)
+    evals = sorted(evals, key=lambda r: (r.step, r.end))
+    evals = [r for i, r in enumerate(evals) if i + 1 == len(evals) or evals[i + 1].step != r.step]
+    steps = np.array([r.step for r in evals], dtype=int)
     samples = steps * float(spec.samples_per_step)
     epoch = spec.training.epoch_samples
     return {
         "step": steps,
         "samples": samples,
         "epoch": samples / epoch if epoch else samples * np.nan,
-        "time_s": np.array([r["end"] - t0 for r in evals], dtype=float),
-        "value": np.array([r[target.metric] for r in evals], dtype=float),
+        "time_s": np.array([r.end - t0 for r in evals], dtype=float),
+        "value": np.array([getattr(r, target.metric) for r in evals], dtype=float),
     }
 
 
@@ -264,7 +254,7 @@ def target_row(
     return {**columns, "curve": curve, "target_reason": why}
 
 
-def free_since(records: list[dict[str, Any]], serving: list[dict[str, Any]]) -> dict[int, float]:
+def free_since(records: list[Step], serving: list[Serving]) -> dict[int, float]:
     """When each asynchronous closure's worker became free for it (by `id` of its record):
     the end of the worker's previous closure, so that a step is the worker's whole
     iteration, the coordinator's dispatch included, as the simulator's is; or the closure's
@@ -272,24 +262,22 @@ def free_since(records: list[dict[str, Any]], serving: list[dict[str, Any]]) -> 
     a checkpoint's barrier (another `chunk`), after a restart of the job (another
     `generation`), or after the worker process was started again (a `serving` record of
     it between the two)."""
-    rejoined = [
-        (r.get("generation", 0), r["index"], r["time"]) for r in serving if r["role"] == "worker"
-    ]
+    rejoined = [(r.generation, r.index, r.time) for r in serving if r.role == "worker"]
     free: dict[int, float] = {}
-    last: dict[int, dict[str, Any]] = {}
-    for r in sorted(records, key=lambda r: (r.get("generation", 0), r["end"])):
-        before = last.get(r["worker"])
-        free[id(r)] = r["start"]
+    last: dict[int, Step] = {}
+    for r in sorted(records, key=lambda r: (r.generation, r.end)):
+        before = last.get(r.worker)
+        free[id(r)] = r.start
         if (
             before is not None
-            and before.get("generation", 0) == r.get("generation", 0)
-            and before.get("chunk") == r.get("chunk")
-            and before["end"] <= r["start"]
+            and before.generation == r.generation
+            and before.chunk == r.chunk
+            and before.end <= r.start
             and not any(
-                g == r.get("generation", 0) and w == r["worker"] and before["end"] < t < r["start"]
+                g == r.generation and w == r.worker and before.end < t < r.start
                 for g, w, t in rejoined
             )
         ):
-            free[id(r)] = before["end"]
-        last[r["worker"]] = r
+            free[id(r)] = before.end
+        last[r.worker] = r
     return free

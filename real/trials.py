@@ -21,15 +21,16 @@ from scenarios.spec import ScenarioSpec
 
 from .job import Trial
 from .launcher import Launcher, LaunchResult, RunError
+from .protocol import Step
 from .spark import run_trials as on_spark
 
 
 def run_trials(
     spec: ScenarioSpec, jobs: list[Trial]
-) -> tuple[dict[str, Any], list[dict], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[tuple[int, Step]], list[dict[str, Any]]]:
     """Run every trial's job (real/strategies/independent.py makes them) on `spec.workers`
-    slots (on Spark: as many as its executors have); return the row's figures, the
-    records, and where each trial ran (Spark only)."""
+    slots (on Spark: as many as its executors have); return the row's figures, the step
+    records with the trial of each, and where each trial ran (Spark only)."""
     if spec.real.engine == "spark":
         settings = spec.real.spark
         outcomes = on_spark(
@@ -91,11 +92,13 @@ def _run_local(spec: ScenarioSpec, jobs: list[Trial]) -> list[tuple[float, float
     return outcomes
 
 
-def _records(jobs: list[Trial], outcomes: list[tuple[float, float, LaunchResult]]) -> list[dict]:
+def _records(
+    jobs: list[Trial], outcomes: list[tuple[float, float, LaunchResult]]
+) -> list[tuple[int, Step]]:
     return [
-        dict(r, trial=job.trial)
+        (job.trial, r)
         for job, (_, _, result) in zip(jobs, outcomes, strict=True)
-        for r in result.of("step")
+        for r in result.of(Step)
     ]
 
 
@@ -111,13 +114,13 @@ def _figures(
     samples = 0
     final: dict[int, float] = {}
     for job, (_, _, result) in zip(jobs, outcomes, strict=True):
-        steps = result.of("step")
+        steps = result.of(Step)
         for r in steps:
-            if r["step"] >= job.warmup_steps:
-                durations.append(r["end"] - r["start"])
+            if r.step >= job.warmup_steps:
+                durations.append(r.end - r.start)
                 samples += job.batch_per_worker
         if steps:
-            final[job.trial] = float(max(steps, key=lambda r: r["step"])["loss"])
+            final[job.trial] = float(max(steps, key=lambda r: r.step).loss)
     best = min(final, key=lambda t: final[t]) if final else -1
     return {
         **step_stats(np.array(durations)),

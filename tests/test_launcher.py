@@ -6,12 +6,12 @@ from __future__ import annotations
 import signal
 import subprocess
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from real import launcher as launcher_module
 from real.launcher import Kill, Launcher
+from real.protocol import Progress
 
 
 class Clock:
@@ -41,8 +41,7 @@ class Stand(Launcher):
 
     def progress(self, step: int) -> None:
         """The coordinator (process 0) reports update `step` done."""
-        record: dict[str, Any] = {"event": "progress", "step": step}
-        self._inject(0, record)
+        self._inject(0, Progress(worker=-1, step=step, time=0.0))
 
     def down(self, index: int) -> bool:
         return self.processes[index].poll() is not None

@@ -363,10 +363,14 @@ def test_without_the_chain_probe_every_message_pays_the_fit_latency(
 
 def test_chain_probe_medians_and_slope() -> None:
     from real.calibrate_probes import messages_of
+    from real.protocol import ProbeSample
 
-    records = [{"kind": "chain", "messages": 1, "time_s": t} for t in (2e-3, 3e-3, 9e-3)]
-    records += [{"kind": "chain", "messages": 8, "time_s": t} for t in (6e-3, 6.5e-3, 7e-3)]
-    records += [{"kind": "pull", "bytes": 1024, "time_s": 1.0}]
+    def chain(messages: int, t: float) -> ProbeSample:
+        return ProbeSample(worker=0, kind="chain", messages=messages, bytes=1024, time_s=t)
+
+    records = [chain(1, t) for t in (2e-3, 3e-3, 9e-3)]
+    records += [chain(8, t) for t in (6e-3, 6.5e-3, 7e-3)]
+    records += [ProbeSample(worker=0, kind="pull", bytes=1024, time_s=1.0)]
     messages = messages_of(records)
     assert messages.first == pytest.approx(3e-3)  # the median, not the mean
     assert messages.chained == pytest.approx((6.5e-3 - 3e-3) / 7)
@@ -482,14 +486,18 @@ def test_measured_startup_is_the_restart(tmp_path: Path) -> None:
 
 def test_steady_step_leaves_out_each_workers_first_step() -> None:
     from real.calibrate import _steady_step
+    from real.protocol import Step
+
+    def step(worker: int, end: float) -> Step:
+        return Step(worker=worker, step=0, start=0.0, compute_end=0.0, end=end, loss=1.0)
 
     # worker 0's first step traces (ends at 0.6 s), then one every 40 ms; worker 1 one
     # every 50 ms after its own first: the median of the gaps (40, 40, 50, 50, 50) is 50 ms
-    steps = [{"worker": 0, "end": e} for e in (0.60, 0.64, 0.68, 0.72)]
-    steps += [{"worker": 1, "end": e} for e in (0.55, 0.60, 0.65, 0.70, 0.75)]
+    steps = [step(0, e) for e in (0.60, 0.64, 0.68, 0.72)]
+    steps += [step(1, e) for e in (0.55, 0.60, 0.65, 0.70, 0.75)]
     assert _steady_step(steps) == pytest.approx(0.05)
     # the first step alone tells nothing steady: no step left out of the restart
-    assert _steady_step([{"worker": 0, "end": 0.6}, {"worker": 0, "end": 0.64}]) == 0.0
+    assert _steady_step([step(0, 0.6), step(0, 0.64)]) == 0.0
 
 
 def test_measured_relaunch_wins_over_startup(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from processes import (  # noqa: E402
 from measured.profile import CLOSURES  # noqa: E402
 from real.job import AllReduceWorker  # noqa: E402
 from real.launcher import Launcher, RunError  # noqa: E402
+from real.protocol import Step  # noqa: E402
 from scenarios import vocab  # noqa: E402
 
 pytestmark = [pytest.mark.real, pytest.mark.usefixtures("own")]
@@ -480,7 +481,7 @@ def test_crash_before_the_first_step_is_launched_again(caplog: Any) -> None:
     _CrashingOnce.crashed = False
     result = _CrashingOnce([_job()], timeout_s=120).run()
     assert _CrashingOnce.crashed
-    assert [r["step"] for r in result.records if r.get("event") == "step"] == [0, 1, 2]
+    assert [r.step for r in result.of(Step)] == [0, 1, 2]
     assert "process 0 (worker 0) crashed with SIGSEGV before the first step" in caplog.text
     assert "launching the run again" in caplog.text
     assert workers_alive() == []
@@ -488,7 +489,10 @@ def test_crash_before_the_first_step_is_launched_again(caplog: Any) -> None:
 
 def test_crash_after_a_step_is_not_launched_again() -> None:
     # a job that steps, then dies of SIGSEGV: the run fails, nothing relaunched
-    step = '{"event": "step", "worker": 0, "step": 0, "start": 0.0, "end": 0.1}'
+    step = (
+        '{"event": "step", "worker": 0, "step": 0, "start": 0.0, "compute_end": 0.05, '
+        '"end": 0.1, "loss": 1.0}'
+    )
     code = (
         f"import os, signal, time; print({'@trainscale ' + step!r}, flush=True); "
         f"time.sleep(1); {SEGFAULT}"

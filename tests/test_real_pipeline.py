@@ -111,6 +111,7 @@ def test_a_stage_fed_by_a_stage_of_no_layers_trains_alike(tmp_path: Path, own: s
     # layers only sends each micro-batch on and takes its gradient back; the training is
     # still the whole MLP's, full batch
     from real.launcher import Launcher
+    from real.protocol import Step
     from real.runner import common_of
     from real.strategies.pipeline import pipeline_jobs
     from scenarios import loads
@@ -118,8 +119,8 @@ def test_a_stage_fed_by_a_stage_of_no_layers_trains_alike(tmp_path: Path, own: s
     spec = loads(SCENARIO.replace("SCHEDULE", "gpipe")).points[0].spec
     jobs = pipeline_jobs(*common_of(spec, 1), spec, [0, len(HIDDEN) + 1])
     result = Launcher(jobs, 120.0, "cpu").run()
-    records = sorted((r for r in result.of("step") if r["worker"] == 1), key=lambda r: r["step"])
-    np.testing.assert_allclose([r["loss"] for r in records], numpy_losses(STEPS), rtol=2e-4)
+    records = sorted((r for r in result.of(Step) if r.worker == 1), key=lambda r: r.step)
+    np.testing.assert_allclose([r.loss for r in records], numpy_losses(STEPS), rtol=2e-4)
     assert not tagged(own)
 
 
@@ -219,6 +220,7 @@ def test_the_dispatch_probe_computes_gradients_and_applies_none(own: str) -> Non
     the same at every step; trained, it falls."""
     from real.calibrate import measure_dispatch
     from real.launcher import Launcher
+    from real.protocol import Step
     from real.runner import jobs_for
     from scenarios import loads
 
@@ -231,7 +233,7 @@ def test_the_dispatch_probe_computes_gradients_and_applies_none(own: str) -> Non
     for gradients_only in (True, False):
         result = Launcher([job.replace(gradients_only=gradients_only)], 120.0, "cpu").run()
         for device in (0, 1):
-            losses = [r["loss"] for r in result.of("step") if r["worker"] == device]
+            losses = [r.loss for r in result.of(Step) if r.worker == device]
             assert len(losses) == 5
             if gradients_only:
                 assert losses == pytest.approx([losses[0]] * 5, rel=1e-6)

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from real import runner
+from real.protocol import Serving, Step
 from real.runner import RealPoint, merge_repeats
 from real.summary import free_since
 from scenarios import loads, vocab
@@ -284,8 +285,17 @@ def test_recalibrate_bad_input_is_one_line(
     assert (tmp_path / "p.yaml").read_text() == PROFILE
 
 
-def closure(worker: int, start: float, end: float, chunk: int = 0, generation: int = 0) -> Any:
-    return {"worker": worker, "start": start, "end": end, "chunk": chunk, "generation": generation}
+def closure(worker: int, start: float, end: float, chunk: int = 0, generation: int = 0) -> Step:
+    return Step(
+        worker=worker,
+        step=0,
+        start=start,
+        compute_end=start,
+        end=end,
+        loss=1.0,
+        chunk=chunk,
+        generation=generation,
+    )
 
 
 def test_an_async_step_is_the_workers_whole_iteration() -> None:
@@ -299,8 +309,8 @@ def test_an_async_step_is_the_workers_whole_iteration() -> None:
     restarted = closure(0, 9.0, 9.3, generation=1)  # the job was restarted
     records = [rejoined, first, after_barrier, other, restarted, second]
     serving = [
-        {"role": "worker", "index": 1, "time": 5.0, "generation": 0},
-        {"role": "ps", "index": 0, "time": 5.5, "generation": 0},  # a server: not a worker
+        Serving(role="worker", index=1, time=5.0),
+        Serving(role="ps", index=0, time=5.5),  # a server: not a worker
     ]
     free = free_since(records, serving)
     assert [free[id(r)] for r in (first, second, other, after_barrier)] == [1.0, 1.5, 1.2, 2.5]

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from real.job import AllReduceWorker
+from real.protocol import Step
 from real.spark_task import JobTask, Planned, RunDir, Watch
 
 
-def _step(n: int) -> dict[str, object]:
-    return {"event": "step", "worker": 0, "step": n, "start": 0.0, "end": 0.1}
+def _step(n: int) -> Step:
+    return Step(worker=0, step=n, start=0.0, compute_end=0.05, end=0.1, loss=1.0)
 
 
 def test_every_task_of_an_attempt_marks_the_same_attempt(tmp_path: Path) -> None:

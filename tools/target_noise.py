@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from real.calibrate_convergence import curve_jobs  # noqa: E402
 from real.launcher import Launcher  # noqa: E402
+from real.protocol import Eval  # noqa: E402
 from results.files import write_atomic  # noqa: E402
 from scenarios import load  # noqa: E402
 
@@ -55,14 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     for seed in range(args.seeds):  # interleaved, as real.repeats runs them
         for kind, batch, rate in runs:
             _, jobs = curve_jobs(spec, kind, int(batch), float(rate), seed, args.every, None)  # type: ignore[arg-type]
-            evals = sorted(Launcher(jobs, 600.0, "cpu").run().of("eval"), key=lambda r: r["step"])
+            evals = sorted(Launcher(jobs, 600.0, "cpu").run().of(Eval), key=lambda r: r.step)
             curves.append(
                 {
                     "run": f"{kind}:{batch}:{rate}",
                     "seed": seed,
-                    "steps": [r["step"] for r in evals],
-                    "loss": [r["loss"] for r in evals],
-                    "accuracy": [r["accuracy"] for r in evals],
+                    "steps": [r.step for r in evals],
+                    "loss": [r.loss for r in evals],
+                    "accuracy": [r.accuracy for r in evals],
                 }
             )
     if args.out:
