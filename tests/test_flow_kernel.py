@@ -64,6 +64,22 @@ def test_kernel_on_a_symmetric_incast() -> None:
     assert first == pytest.approx(1e6 / (1.25e9 / 15), rel=1e-12)
 
 
+def test_kernel_on_links_tight_together() -> None:
+    # links 0 and 1 are tight in the same round, and flow 0 crosses both: it is fixed
+    # once and counted once on each; flow 3 is held to link 3's 1e8 first, flow 4 gets
+    # what flows 2, 3 and 5 leave of link 2
+    paths = np.array(
+        [[0, 1, -1], [0, -1, -1], [1, 2, -1], [3, 2, -1], [2, -1, -1], [4, 2, 0]],
+        dtype=np.int64,
+    )
+    capacity = np.array([3e9, 2e9, 1e10, 1e8, 5e9])
+    left = np.full(len(paths), 1e6)
+    rates, first = flowkernel.solve(paths, capacity, left)
+    np.testing.assert_array_equal(rates, max_min_rates(paths, capacity))
+    np.testing.assert_allclose(rates, [1e9, 1e9, 1e9, 1e8, 7.9e9, 1e9], rtol=1e-12)
+    assert first == pytest.approx(1e6 / 7.9e9, rel=1e-12)  # the fastest flow first
+
+
 POINTS = [
     # (scenario, its point, sets): parameter servers with many flows in flight at once
     ("scenarios/library/vgg16-parameter-servers.yaml", 4, ("training.steps=4",)),
