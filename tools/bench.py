@@ -171,7 +171,19 @@ CASES = [
             "strategy.sync=false",
             "training.steps=1024",
         ),
-        10.0,
+    ),
+    Case(
+        "ps-async-1024x64-equal",
+        "asynchronous PS, 1,024 workers, 64 servers, 102,400 updates (the sync case's samples)",
+        PS,
+        (
+            "cluster.hosts=1024",
+            "strategy.servers=64",
+            "strategy.partition=round_robin",
+            "strategy.sync=false",
+            "training.steps=102400",
+        ),
+        20.0,
     ),
     Case(
         "ps-sync-1024x64",
