@@ -6,7 +6,7 @@ device: unpinned, one process's inter-op threads run micro-batches side by side 
 core and a one-stage "pipeline" is already parallel). The chief connects to the cluster
 (`tf.config.experimental_connect_to_cluster`), places each stage's Dense layers, their
 momentum and the batch on its task (synthetic, made once; or the digits, written to the
-first and last stages' tasks every step), and runs the whole step as one
+first and last stages' tasks by the step itself), and runs the whole step as one
 `tf.function` (docs/tf-notes.md: separate calls from one client run in turn):
 
     stage k, in the order of the schedule (workloads.pipeline.schedule_of):
@@ -105,7 +105,16 @@ def coordinate(job: PipelineChief) -> None:
     orders = [schedule_of(job.pipeline_schedule, stages, micro, k) for k in range(stages)]
 
     @tf.function
-    def train_step(rate: Any) -> Any:
+    def train_step(rate: Any, data: tuple[Any, Any] | None = None) -> Any:
+        if data is not None:
+            # the next batch onto the stages' tasks, inside the step: tf.function runs
+            # a variable's write before the reads after it. A write issued eagerly by
+            # the client is only queued on the task, and the step's read does not wait
+            # for it (a step on the previous batch; docs/real-backend.md, Pipelines)
+            with tf.device(devices[0]):
+                x_all.assign(data[0])
+            with tf.device(devices[-1]):
+                y_all.assign(data[1])
         with tf.device(devices[0]):
             xs = tf.split(x_all.read_value(), micro)
         with tf.device(devices[-1]):
@@ -121,11 +130,8 @@ def coordinate(job: PipelineChief) -> None:
     total = job.warmup_steps + job.steps
     for step in range(total):
         rate = job.learning_rate if rates is None else rates.rate(step)
-        if batches is not None:  # the next batch onto the stages' tasks
-            x, y = next(batches)
-            x_all.assign(x)
-            y_all.assign(y)
-        starts, ends, loss = train_step(tf.constant(rate, tf.float32))
+        data = None if batches is None else next(batches)
+        starts, ends, loss = train_step(tf.constant(rate, tf.float32), data)
         _report_step(step, starts.numpy(), ends.numpy(), float(loss))
         if evaluator is not None and evaluator.due(step + 1, total) and evaluator(step + 1, 0):
             break  # the target is met
