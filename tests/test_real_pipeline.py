@@ -10,6 +10,7 @@ hand), from the weights and data `real/process/pipeline.py` makes from the seed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -40,23 +41,32 @@ real: {{timeout: 3 min, baseline: false}}
 """
 
 
-def numpy_losses(steps: int) -> list[float]:
+def numpy_losses(
+    steps: int,
+    sizes: tuple[int, ...] = (INPUTS, *HIDDEN, CLASSES),
+    rate: float = RATE,
+    seed: int = SEED,
+    batches: Iterator[tuple[np.ndarray, np.ndarray]] | None = None,
+) -> list[float]:
     """The loss before each step of full-batch momentum SGD (Keras' SGD: v = 0.9 v - lr g,
     w += v) on the MLP, from real/process/pipeline.py's initial weights and synthetic batch: per
     layer in order a Glorot-uniform kernel and a zero bias, then the inputs and labels,
-    all drawn from one numpy Generator seeded with the scenario's seed."""
-    rng = np.random.default_rng(SEED)
-    sizes = [INPUTS, *HIDDEN, CLASSES]
+    all drawn from one numpy Generator seeded with the scenario's seed. With `batches`,
+    step i trains on the i-th of them instead of the synthetic batch."""
+    rng = np.random.default_rng(seed)
     params = []
     for fan_in, fan_out in zip(sizes, sizes[1:], strict=False):
         limit = np.sqrt(6.0 / (fan_in + fan_out))
         kernel = rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
         params += [kernel.astype(np.float64), np.zeros(fan_out)]
-    x = rng.uniform(0, 1, (BATCH, INPUTS)).astype(np.float32).astype(np.float64)
-    y = rng.integers(0, CLASSES, BATCH)
+    x = rng.uniform(0, 1, (BATCH, sizes[0])).astype(np.float32).astype(np.float64)
+    y = rng.integers(0, sizes[-1], BATCH)
     velocity = [np.zeros_like(p) for p in params]
     losses = []
     for _ in range(steps):
+        if batches is not None:
+            x, y = next(batches)
+            x = x.astype(np.float64)
         acts = [x]
         for i in range(0, len(params), 2):
             z = acts[-1] @ params[i] + params[i + 1]
@@ -64,10 +74,11 @@ def numpy_losses(steps: int) -> list[float]:
         logits = acts[-1]
         shifted = logits - logits.max(axis=1, keepdims=True)
         prob = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
-        losses.append(float(-np.log(prob[np.arange(BATCH), y]).mean()))
+        rows = np.arange(len(y))
+        losses.append(float(-np.log(prob[rows, y]).mean()))
         grad = prob.copy()
-        grad[np.arange(BATCH), y] -= 1
-        grad /= BATCH
+        grad[rows, y] -= 1
+        grad /= len(y)
         grads = [None] * len(params)
         for i in reversed(range(0, len(params), 2)):
             grads[i], grads[i + 1] = acts[i // 2].T @ grad, grad.sum(axis=0)
@@ -76,7 +87,7 @@ def numpy_losses(steps: int) -> list[float]:
                 grad = grad * (acts[i // 2] > 0)
         for p, v, g in zip(params, velocity, grads, strict=True):
             v *= 0.9
-            v -= RATE * g
+            v -= rate * g
             p += v
     return losses
 
@@ -121,6 +132,49 @@ def test_a_stage_fed_by_a_stage_of_no_layers_trains_alike(tmp_path: Path, own: s
     result = Launcher(jobs, 120.0, "cpu").run()
     records = sorted((r for r in result.of(Step) if r.worker == 1), key=lambda r: r.step)
     np.testing.assert_allclose([r.loss for r in records], numpy_losses(STEPS), rtol=2e-4)
+    assert not tagged(own)
+
+
+DIGITS_STEPS = 20
+
+
+def test_each_step_trains_on_the_batch_the_chief_sent(own: str) -> None:
+    """With the digits the chief sends a new batch every step, and the step must read it,
+    not the one before: step i's loss is the NumPy model's on the i-th batch of the
+    shuffle (real/process/training.py `batch_stream`), every step and every run. A write
+    that races the step's read shows as a step on the previous batch's images or labels,
+    a loss off by percent."""
+    from real.job import PipelineChief
+    from real.launcher import Launcher
+    from real.process.data import digits_split
+    from real.protocol import Step
+    from real.runner import jobs_for
+    from scenarios import loads
+
+    scenario = (
+        SCENARIO.replace("SCHEDULE", "gpipe")
+        .replace(f"inputs: {INPUTS}", "inputs: 64")
+        .replace(f"classes: {CLASSES}", "classes: 10")
+    )
+    scenario = scenario.replace(f"steps: {STEPS},", f"steps: {DIGITS_STEPS}, data: digits,")
+    (point,) = loads(scenario).points
+    jobs = jobs_for(point.spec)
+    chief = jobs[0]
+    assert isinstance(chief, PipelineChief)
+    x, y, _, _ = digits_split((64,), chief.holdout, chief.seed)
+    x, y = x[chief.index :: chief.workers], y[chief.index :: chief.workers]
+    rng = np.random.default_rng(chief.seed + chief.index)
+
+    def shuffled() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        while True:
+            order = rng.permutation(len(y))
+            for start in range(0, len(order) - BATCH + 1, BATCH):
+                yield x[order[start : start + BATCH]], y[order[start : start + BATCH]]
+
+    expected = numpy_losses(DIGITS_STEPS, (64, *HIDDEN, 10), batches=shuffled())
+    result = Launcher(jobs, 120.0, "cpu").run()
+    records = sorted((r for r in result.of(Step) if r.worker == 0), key=lambda r: r.step)
+    np.testing.assert_allclose([r.loss for r in records], expected, rtol=2e-4)
     assert not tagged(own)
 
 
