@@ -110,7 +110,7 @@ def run(sim: Simulation) -> SimulationOutcome:
         start = end
         sim.report(done, step_end)
     sim.network.bytes_on_network = network_bytes
-    return _outcome(sim, network_bytes)
+    return uninterrupted(sim, network_bytes, "lockstep")
 
 
 def step_shape(
@@ -180,8 +180,12 @@ def exposed_communication(
     return comm
 
 
-def _outcome(sim: Simulation, network_bytes: float) -> SimulationOutcome:
-    """The run's outcome: no failures, nothing lost, nothing dropped, one generation."""
+def uninterrupted(
+    sim: Simulation, network_bytes: float, engine: str, dropped: int = 0, dropped_measured: int = 0
+) -> SimulationOutcome:
+    """The outcome of a run an engine ran without failures: nothing lost, one generation;
+    `dropped` gradients (all, and those after the measured window began) where backup
+    workers drop some."""
     start_time, start_bytes = sim.measure_start or (0.0, 0.0)
     return SimulationOutcome(
         records=sim.records,
@@ -194,10 +198,10 @@ def _outcome(sim: Simulation, network_bytes: float) -> SimulationOutcome:
         lost_work_time=0.0,
         recovery_time=0.0,
         checkpoint_time=sim.checkpoint_time,
-        dropped_gradients=0,
-        dropped_measured=0,
+        dropped_gradients=dropped,
+        dropped_measured=dropped_measured,
         generation=0,
         checkpoints=sim.checkpoints,
         trials=None,
-        engine="lockstep",
+        engine=engine,
     )

@@ -45,6 +45,7 @@ import numpy as np
 import simpy
 
 from .convergence import held_by_engine
+from .lockstep import uninterrupted
 from .outcome import SimulationOutcome
 from .ps_dataflow import Dataflow, pushers_of
 from .ps_servers import ServerGroup
@@ -199,25 +200,7 @@ def run(sim: Simulation) -> SimulationOutcome:
         sim.report(step + 1, float(step_ends[step]))
     if sim.measure_start is None and not np.isnan(measure_time):
         sim.measure_start = (float(measure_time), float(measure_bytes))
-    start_time, start_bytes = sim.measure_start or (0.0, 0.0)
-    return SimulationOutcome(
-        records=sim.records,
-        step_ends=sim.step_ends,
-        measure_start=start_time,
-        bytes_on_network=network_bytes - start_bytes,
-        tracer=sim.tracer,
-        failures=0,
-        lost_steps=0,
-        lost_work_time=0.0,
-        recovery_time=0.0,
-        checkpoint_time=sim.checkpoint_time,
-        dropped_gradients=int(dropped),
-        dropped_measured=int(dropped_measured),
-        generation=0,
-        checkpoints=sim.checkpoints,
-        trials=None,
-        engine="ps-lockstep",
-    )
+    return uninterrupted(sim, network_bytes, "ps-lockstep", int(dropped), int(dropped_measured))
 
 
 def _no_processes(_: Process) -> simpy.Process:
