@@ -96,7 +96,44 @@ def run(sim: Simulation) -> SimulationOutcome:
     shards = len(servers.nodes)
     groups = dataflow.groups
     parts = np.array([g.nbytes for g in groups], dtype=float).reshape(len(groups), shards)
-    width = topo.max_path
+    times, ints = _settings(sim, dataflow)
+    rec_int = np.zeros((n * total, 3), dtype=np.int64)
+    rec = np.zeros((n * total, 6))
+    totals = np.zeros(8)
+    totals[0] = np.nan  # the measurement's start, once known
+    step_ends = np.full(total, np.nan)
+    pull_paths, pull_latency, pull_inter, push_paths, push_latency, push_inter = _routes(
+        sim, servers.nodes
+    )
+    rows = ps_kernel.run(
+        topo.capacity,
+        pull_paths,
+        pull_latency,
+        pull_inter,
+        push_paths,
+        push_latency,
+        push_inter,
+        parts,
+        np.array([g.forward_s for g in groups], dtype=float),
+        np.array([g.backward_s for g in groups], dtype=float),
+        sim.stragglers.factors(n, total),
+        sim.stragglers.delays(n, total),
+        times,
+        ints,
+        rec_int,
+        rec,
+        step_ends,
+        totals,
+        flowkernel.scratch(len(topo.capacity), 2 * n * shards * len(groups) + 1, topo.max_path),
+    )
+    return _outcome(sim, rec_int[:rows], rec[:rows], step_ends, totals)
+
+
+def _routes(sim: Simulation, nodes: list[int]) -> tuple[np.ndarray, ...]:
+    """Each worker's pull from and push to each shard: the links (padded with -1), the
+    latency and whether it crosses hosts, as the kernel takes them."""
+    topo = sim.topology
+    n, shards, width = sim.workers, len(nodes), topo.max_path
     pull_paths = np.full((n, shards, width), -1, dtype=np.int64)
     push_paths = np.full((n, shards, width), -1, dtype=np.int64)
     pull_latency = np.zeros((n, shards))
@@ -104,7 +141,7 @@ def run(sim: Simulation) -> SimulationOutcome:
     pull_inter = np.zeros((n, shards), dtype=np.bool_)
     push_inter = np.zeros((n, shards), dtype=np.bool_)
     for w in range(n):
-        for j, shard in enumerate(servers.nodes):
+        for j, shard in enumerate(nodes):
             down, up = topo.route(shard, w), topo.route(w, shard)
             pull_paths[w, j], pull_latency[w, j], pull_inter[w, j] = (
                 down.padded,
@@ -116,7 +153,14 @@ def run(sim: Simulation) -> SimulationOutcome:
                 up.latency,
                 up.inter_host,
             )
-    every = sim.checkpoint_every or 0
+    return pull_paths, pull_latency, pull_inter, push_paths, push_latency, push_inter
+
+
+def _settings(sim: Simulation, dataflow: Dataflow) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's seconds (server call, dispatch, update, checkpoint, evaluation) and
+    integers (members a round waits for, warm-up, checkpoint interval, overlap, async,
+    the SSP bound or -1, the evaluation interval held by a barrier or 0)."""
+    strategy = sim.spec.strategy
     costs = sim.costs.servers
     update_s = costs.update_s if strategy.sync else costs.apply_s
     # the SSP bound in iterations, as AsynchronousTraining takes it
@@ -138,9 +182,9 @@ def run(sim: Simulation) -> SimulationOutcome:
     )
     ints = np.array(
         [
-            n - strategy.backup_workers,
+            sim.workers - strategy.backup_workers,
             sim.warmup,
-            every,
+            sim.checkpoint_every or 0,
             int(dataflow.overlap),
             int(not strategy.sync),
             -1 if bound is None else bound,
@@ -148,46 +192,32 @@ def run(sim: Simulation) -> SimulationOutcome:
         ],
         dtype=np.int64,
     )
-    rec_int = np.zeros((n * total, 3), dtype=np.int64)
-    rec = np.zeros((n * total, 6))
-    totals = np.zeros(8)
-    totals[0] = np.nan  # the measurement's start, once known
-    step_ends = np.full(total, np.nan)
-    rows = ps_kernel.run(
-        topo.capacity,
-        pull_paths,
-        pull_latency,
-        pull_inter,
-        push_paths,
-        push_latency,
-        push_inter,
-        parts,
-        np.array([g.forward_s for g in groups], dtype=float),
-        np.array([g.backward_s for g in groups], dtype=float),
-        sim.stragglers.factors(n, total),
-        sim.stragglers.delays(n, total),
-        times,
-        ints,
-        rec_int,
-        rec,
-        step_ends,
-        totals,
-        flowkernel.scratch(len(topo.capacity), 2 * n * shards * len(groups) + 1, width),
-    )
+    return times, ints
+
+
+def _outcome(
+    sim: Simulation,
+    rec_int: np.ndarray,
+    rec: np.ndarray,
+    step_ends: np.ndarray,
+    totals: np.ndarray,
+) -> SimulationOutcome:
+    """The kernel's records, step ends and totals, put where the event engine puts them."""
     measure_time, measure_bytes, network_bytes, dropped, dropped_measured = totals[:5]
     checkpoints, last_held, last_time = totals[5:]
     sim.records.extend(
-        worker=rec_int[:rows, 0],
-        step=rec_int[:rows, 1],
-        start=rec[:rows, 0],
-        compute_end=rec[:rows, 1],
-        comm_end=rec[:rows, 2],
-        end=rec[:rows, 3],
-        comm_s=rec[:rows, 4],
+        worker=rec_int[:, 0],
+        step=rec_int[:, 1],
+        start=rec[:, 0],
+        compute_end=rec[:, 1],
+        comm_end=rec[:, 2],
+        end=rec[:, 3],
+        comm_s=rec[:, 4],
         generation=0,
-        staleness=rec_int[:rows, 2],
-        stall=rec[:rows, 5],
+        staleness=rec_int[:, 2],
+        stall=rec[:, 5],
     )
+    total = sim.total_steps
     sim.step_ends[:] = step_ends
     sim.completed = total
     sim.checkpoints = int(checkpoints)
