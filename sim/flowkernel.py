@@ -40,24 +40,17 @@ def scratch(n_links: int, max_flows: int, width: int) -> tuple:  # type: ignore[
 
 
 @njit(cache=True)
-def fill(
+def _list_flows(
     paths: np.ndarray,
     n_flows: int,
     capacity: np.ndarray,
-    remaining: np.ndarray,
     rates: np.ndarray,
     work: tuple,  # type: ignore[type-arg]
-) -> float:
-    """Max-min fair rates of the first `n_flows` flows of `paths` into `rates`; returns
-    min(remaining / rates), the seconds until the first of them finishes.
-
-    paths: (flows, max path) link indices padded with -1; capacity: (links,) bytes/s;
-    work: `scratch`'s arrays. Each link keeps the list of the flows crossing it; a round
-    is one pass over the links some unfixed flow still crosses, then the flows of the
-    tight ones: a link is tight once (its flows are all fixed then), so the rounds cost
-    the links' count each, and the flows' incidences once in all.
-    """
-    residual, counts, removed, begin, end, active, tight, members, fixed = work
+) -> int:
+    """`fill`'s start: every flow unfixed at rate 0, each link crossed its full capacity,
+    its count of flows and the list of them (`members[begin[link]:end[link]]`); returns
+    how many links some flow crosses (listed first in `active`)."""
+    residual, counts, _, begin, end, active, _, members, fixed = work
     width = paths.shape[1]
     n_active = 0
     for f in range(n_flows):
@@ -83,6 +76,30 @@ def fill(
             if link >= 0:
                 members[end[link]] = f
                 end[link] += 1
+    return n_active
+
+
+@njit(cache=True)
+def fill(
+    paths: np.ndarray,
+    n_flows: int,
+    capacity: np.ndarray,
+    remaining: np.ndarray,
+    rates: np.ndarray,
+    work: tuple,  # type: ignore[type-arg]
+) -> float:
+    """Max-min fair rates of the first `n_flows` flows of `paths` into `rates`; returns
+    min(remaining / rates), the seconds until the first of them finishes.
+
+    paths: (flows, max path) link indices padded with -1; capacity: (links,) bytes/s;
+    work: `scratch`'s arrays. Each link keeps the list of the flows crossing it; a round
+    is one pass over the links some unfixed flow still crosses, then the flows of the
+    tight ones: a link is tight once (its flows are all fixed then), so the rounds cost
+    the links' count each, and the flows' incidences once in all.
+    """
+    residual, counts, removed, begin, end, active, tight, members, fixed = work
+    width = paths.shape[1]
+    n_active = _list_flows(paths, n_flows, capacity, rates, work)
     while n_active > 0:
         fair = np.inf
         for u in range(n_active):
