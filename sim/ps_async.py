@@ -118,7 +118,7 @@ class AsynchronousTraining(Training):
     def __init__(self, sim: Simulation, start_step: int):
         super().__init__(sim, start_step)
         spec = sim.spec.strategy
-        self.servers, self.dataflow = server_parts(self)
+        self.servers, self.dataflow = server_parts(self.sim, self.spawn)
         self.iterations = [0] * sim.workers  # iterations completed per worker
         # the SSP bound in iterations (the contract calls it staleness)
         bound = spec.staleness if spec.max_iterations_ahead is None else spec.max_iterations_ahead

@@ -28,9 +28,9 @@ import simpy
 from scenarios import vocab
 
 from .outcome import Span
-from .ps_servers import ServerGroup
+from .ps_servers import ServerGroup, Spawn
 from .shards import FLOW_BUDGET, MAX_GROUPS, Dealt, deal, groups_of
-from .training import Process, Training, Worker
+from .training import Process, Worker
 
 if TYPE_CHECKING:
     from .simulation import Simulation
@@ -175,10 +175,10 @@ def pushers_of(sim: Simulation) -> int:
     return sim.topology.hosts if sim.spec.strategy.local_aggregation else sim.workers
 
 
-def server_parts(training: Training) -> tuple[ServerGroup, Dataflow]:
+def server_parts(sim: Simulation, spawn: Spawn) -> tuple[ServerGroup, Dataflow]:
     """The strategy's server group (the model's variables dealt to `strategy.servers`
-    shards) and the dataflow of the groups a step moves, sized for its pushing nodes."""
-    sim = training.sim
+    shards, its processes started by `spawn`) and the dataflow of the groups a step
+    moves, sized for its pushing nodes."""
     spec = sim.spec.strategy
     compute = sim.compute
     dealt = deal(
@@ -188,5 +188,5 @@ def server_parts(training: Training) -> tuple[ServerGroup, Dataflow]:
         spec.partition,
         compute.bytes_per_param,
     )
-    servers = ServerGroup(sim, training.spawn, dealt, spec.placement, sim.costs.servers)
+    servers = ServerGroup(sim, spawn, dealt, spec.placement, sim.costs.servers)
     return servers, Dataflow(sim, servers, dealt, pushers_of(sim))

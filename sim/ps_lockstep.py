@@ -47,9 +47,7 @@ import simpy
 from .convergence import held_by_engine
 from .lockstep import uninterrupted
 from .outcome import SimulationOutcome
-from .ps_dataflow import Dataflow, pushers_of
-from .ps_servers import ServerGroup
-from .shards import deal
+from .ps_dataflow import Dataflow, server_parts
 from .strategies import strategy_of
 from .training import Process
 
@@ -79,19 +77,9 @@ def run(sim: Simulation) -> SimulationOutcome:
     """Every step of every worker, on the compiled engine."""
     from . import flowkernel, ps_kernel  # numba: only the runs that come here load it
 
-    strategy = sim.spec.strategy
     topo = sim.topology
-    compute = sim.compute
-    # the server group and the groups a step moves, as `ps_dataflow.server_parts` makes them
-    dealt = deal(
-        sim.spec.model.variables(),
-        compute.params.tolist(),
-        strategy.servers,
-        strategy.partition,
-        compute.bytes_per_param,
-    )
-    servers = ServerGroup(sim, _no_processes, dealt, strategy.placement, sim.costs.servers)
-    dataflow = Dataflow(sim, servers, dealt, pushers_of(sim))
+    # the server group and the groups a step moves, as the event engine makes them
+    servers, dataflow = server_parts(sim, _no_processes)
     n, total = sim.workers, sim.total_steps
     shards = len(servers.nodes)
     groups = dataflow.groups

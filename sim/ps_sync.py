@@ -127,7 +127,7 @@ class SynchronousTraining(Training):
 
     def __init__(self, sim: Simulation, start_step: int):
         super().__init__(sim, start_step)
-        self.servers, self.dataflow = server_parts(self)
+        self.servers, self.dataflow = server_parts(self.sim, self.spawn)
         self.rounds = SyncRounds(self, self.servers, self.dataflow, self.needed())
         self.workers = [Worker(self, w) for w in range(sim.workers)]
         self.spawn(self.rounds.coordinate())
