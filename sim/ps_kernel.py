@@ -4,7 +4,7 @@ which says what it models and prepares its arrays.
 One calendar holds what SimPy's queue would: entries (time, urgency, order scheduled,
 kind, two arguments) in a heap (`sim/ps_kernel_calendar.py`, which also says where the
 state lives). Processing an entry does what processing that SimPy event does: the flow
-network's start of flows or check for completions (`sim/ps_kernel_flows.py`), a
+network's start of flows or check for completions (`sim/ps_kernel_net.py`), a
 transfer's arrival (counted at its shard, resuming the worker that waits for it:
 `sim/ps_kernel_transfers.py`), a worker's timeout, a round's counter, its update, an
 evaluation (`sim/ps_kernel_rounds.py`), or a step's update reaching the workers waiting
@@ -22,8 +22,9 @@ stops there.
 
 Importing this module compiles nothing; `run` compiles on its first call (cached on disk).
 numba's cache is invalidated by changes to this file only, not to what `run` compiles in
-from another one (numba's "Notes on Caching"): after changing `sim.flowkernel.fill` or a
-`sim/ps_kernel_*.py`, touch this file too (or clear the caches: `*.nbi`, `*.nbc`).
+from another one (numba's "Notes on Caching", and numba stamps a file by its content, not
+its time): after changing `sim.flowkernel.fill` or a `sim/ps_kernel_*.py`, clear the
+caches (`sim/__pycache__/*.nbi`, `*.nbc`).
 """
 
 from __future__ import annotations
@@ -78,24 +79,25 @@ from .ps_kernel_calendar import (
     XID,
     schedule,
 )
-from .ps_kernel_flows import network_event
+from .ps_kernel_flows import arrived
+from .ps_kernel_net import net_state, network_event
 from .ps_kernel_rounds import coordinate, evaluation, waiters
 from .ps_kernel_transfers import transfer_arrived
 from .ps_kernel_workers import resume_worker
 
 
 @njit(cache=True)
-def new_state(n, shards, width, groups, total, parts, evaluate_every):  # type: ignore[no-untyped-def]
+def new_state(n, shards, groups, total, parts, every):  # type: ignore[no-untyped-def]
     """The engine's state at the start (`sim/ps_kernel_calendar.py` names its rows),
-    then the flows in flight (links, bytes left, rate, tolerance; transfer), those done
-    (transfer, its order), each worker's pulls arrived by group and parts of a push not
-    arrived by shard, each step's members and counters fired by shard."""
+    then the flows done (transfer, its order), each worker's pulls arrived by group and
+    parts of a push not arrived by shard, each step's members and counters fired by
+    shard."""
     most = 2 * n * shards * groups + 16  # flows, waiting flows, instants, transfers
     c = np.zeros(N_COUNTERS, dtype=np.int64)
     c[NPFREE] = most
     c[NSFREE] = most
     c[NBFREE] = most
-    c[BOUNDARY] = evaluate_every
+    c[BOUNDARY] = every
     c[GATE_OPEN] = -1
     c[ROUNDSTEP] = -1
     wi = np.zeros((N_WI, n), dtype=np.int64)
@@ -116,9 +118,7 @@ def new_state(n, shards, width, groups, total, parts, evaluate_every):  # type: 
                 parts_of_shard[j] += 1
     return (c, np.zeros(2), wi, wf, slots, np.zeros((2, most)),
             Dict.empty(key_type=nbtypes.float64, value_type=nbtypes.int64),
-            steps, parts_of_shard,
-            np.full((most, width), -1, dtype=np.int64), np.zeros((3, most)),
-            np.zeros(most, dtype=np.int64), np.empty((2, most), dtype=np.int64),
+            steps, parts_of_shard, np.empty((2, most), dtype=np.int64),
             np.zeros((n, groups), dtype=np.bool_), np.zeros((n, shards), dtype=np.int64),
             np.zeros((total, shards), dtype=np.int64), np.zeros((total, shards), dtype=np.bool_))
 
@@ -158,13 +158,15 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
     bytes on the network, dropped gradients, those of measured steps, checkpoints, the
     last checkpoint (steps it holds, time).
     """
-    n, shards, width = pull_paths.shape
+    n, shards = pull_paths.shape[:2]
     groups, total = parts.shape[0], step_ends.shape[0]
-    (c, fl, wi, wf, slots, slotf, slot_of, steps, parts_of_shard, f_paths, flows, f_batch,
-     finished, pull_triggered, parts_left, members, counter_fired) = new_state(
-        n, shards, width, groups, total, parts, ints[6])
-    f_left, f_rate, f_tol = flows[0], flows[1], flows[2]
+    (c, fl, wi, wf, slots, slotf, slot_of, steps, parts_of_shard, finished, pull_triggered,
+     parts_left, members, counter_fired) = new_state(n, shards, groups, total, parts,
+                                                     ints[6])
     finished_slots, finished_ids = finished[0], finished[1]
+    net = net_state(capacity, pull_paths, push_paths, groups, slots.shape[1])
+    wheap, dheap = [(0.0, 0, 0)], [(0.0, 0, 0)]  # the queues' calendars (typed by example)
+    wheap.pop(), dheap.pop()
     latency, inter, compute, jitter = model(pull_latency, pull_inter, push_latency,
                                             push_inter, forward_s, backward_s, factors,
                                             delays)
@@ -185,10 +187,12 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
             resume[0] = a
             n_resume = 1
         elif kind in (START, WAKE):
-            network_event(now, kind, a, heap, seq, c, fl, pull_paths, push_paths, slots,
-                          slotf, slot_of, f_paths, f_left,
-                          f_rate, f_tol, f_batch, finished_slots, finished_ids,
-                          pull_triggered, capacity, work)
+            n_done = network_event(now, kind, a, heap, seq, c, fl, pull_paths, push_paths,
+                                   slots, slotf, slot_of, net, wheap, dheap, finished_slots,
+                                   finished_ids, work)
+            if n_done > 0:
+                arrived(now, n_done, finished_slots, finished_ids, slots, pull_triggered,
+                        heap, seq)
         elif kind == BATCH:
             resume[0] = transfer_arrived(a, now, ints, groups, wi, c, slots,
                                          parts_left, counter_fired, members, heap, seq)

@@ -21,14 +21,18 @@ those SimPy processes do, event for event:
   other; behind the evaluation barrier (a target the engine holds the job for) closures
   go out only up to the next evaluation, which runs once their updates are in; the
   chief writes the checkpoints; the run stops at the last update;
-* the flow network: the flows in flight share the links max-min fairly
-  (`sim.flowkernel.fill`, the flow network's own solve), recomputed whenever flows
-  start or end; flows that start at the same instant start as one batch, and a flow is
-  done when a rounding sliver is left, exactly as `FlowNetwork` does.
+* the flow network: the flows in flight share the links max-min fairly, as
+  `FlowNetwork`'s solve shares them whenever flows start or end, but computed without
+  solving for every flow on every event (`sim/ps_kernel_net.py`): a link whose fair
+  share is the least of its flows' links runs as a processor-sharing queue, and only
+  the flows no such link holds are filled (`sim.flowkernel.fill`); flows that start at
+  the same instant start as one batch, and a flow is done when a rounding sliver is
+  left, exactly as `FlowNetwork` does.
 
 Events at the same instant run in SimPy's order (time, then urgency, then the order they
-were scheduled), and every time is computed with the event engine's additions, so both
-engines give the same records to rounding; the tests compare them on random jobs
+were scheduled), and every time is computed with the event engine's additions (the
+queues' shares and virtual clocks: to rounding), so both engines give the same records
+to rounding; the tests compare them on random jobs
 (tests/test_ps_lockstep.py).
 
 `eligible` says what runs here: parameter servers on the flow network, synchronous with

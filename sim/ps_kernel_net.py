@@ -1,0 +1,418 @@
+"""The flow network of the compiled parameter-server engine (`sim/ps_kernel.py`): the
+same max-min fair rates as `FlowNetwork`, without solving for every flow on every event.
+
+Every route crosses a sender's link and a receiver's. A link whose fair share C / n is at
+most the share of every other link its flows cross gives each of them exactly that
+share (`sim/ps_kernel_queues.py` says why): it runs as a processor-sharing queue, with a
+virtual clock and a heap of its flows' finishing times, so a flow starting or ending
+there costs O(log n) and changes nothing else. At a parameter server that is the rule:
+its share is the least once more workers send to it than a worker has flows. The flows
+no queue owns (as traffic ramps up or drains) are filled max-min (`sim.flowkernel.fill`)
+over what the queues leave of each link. What the flows get is what `FlowNetwork`'s
+full solve gives them, to rounding; the tests hold the two engines equal.
+
+An event: flows start (`START`: they join their links, a queue takes the ones that keep
+it a queue, and a link whose share fell below a queue's makes that queue residual) or
+the first ones may be done (`WAKE`: the residual flows and the queues whose first flow
+is due are checked, with `FlowNetwork._complete`'s tolerance); then links that now
+qualify become queues, the residual flows are filled, and the next wake-up is the
+earliest of the queues' (a calendar of their keys, stale ones skipped) and the
+residual flows'.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+from numba import njit
+
+from .flowkernel import fill
+from .ps_kernel_calendar import (
+    LAST,
+    NFLOWS,
+    NORMAL,
+    NPFREE,
+    NSFREE,
+    PBATCH,
+    PDIR,
+    PFREE,
+    PJ,
+    PNEXT,
+    PULL,
+    PW,
+    SFREE,
+    SHEAD,
+    TOKEN,
+    WAKE,
+    XID,
+    schedule,
+)
+from .ps_kernel_queues import (
+    ASIDE,
+    CAND,
+    CAP,
+    CNT,
+    CNT0,
+    COUNTS,
+    DONE,
+    ELSE,
+    FBATCH,
+    FFREE,
+    HSIZE,
+    LEFT,
+    LOWER,
+    MARK,
+    MAXTOL,
+    MCAP,
+    MEM,
+    MOFF,
+    N_LF,
+    N_LI,
+    NEW,
+    OWN,
+    PATH,
+    QMODE,
+    RATE,
+    RCAP,
+    RES,
+    RLEFT,
+    RRATE,
+    TOL,
+    TOUCHED,
+    VCLOCK,
+    VER,
+    advance,
+    demote,
+    disown,
+    heap_pop,
+    heap_push,
+    join,
+    least_partner,
+    leave,
+    own,
+    promote,
+    res_add,
+    res_remove,
+    share,
+    touch,
+)
+
+
+@njit(cache=True)
+def net_state(capacity, pull_paths, push_paths, groups, most):  # type: ignore[no-untyped-def]
+    """The network's arrays (`sim/ps_kernel_queues.py` names their rows): room on each
+    link for twice the flows that can cross it at once in a step (a late worker's
+    pushes may still be in flight when it pushes again), and the residual fill's links."""
+    n, shards, width = pull_paths.shape
+    links = capacity.shape[0]
+    li = np.zeros((N_LI, links), dtype=np.int64)
+    lf = np.zeros((N_LF, links))
+    lf[CAP] = capacity
+    li[CNT0] = -1
+    room = np.zeros(links, dtype=np.int64)
+    for w in range(n):
+        for j in range(shards):
+            for k in range(width):
+                for paths in (pull_paths, push_paths):
+                    if paths[w, j, k] >= 0:
+                        room[paths[w, j, k]] += 2 * groups
+    at = 0
+    for link in range(links):
+        li[MOFF, link] = at
+        li[MCAP, link] = room[link]
+        at += room[link]
+    fint = np.zeros((most, PATH + 2 * width), dtype=np.int64)
+    fint[:, PATH:PATH + width] = -1
+    ls = np.zeros((COUNTS + 1, max(most, links)), dtype=np.int64)
+    ls[FFREE, :most] = np.arange(most - 1, -1, -1)
+    ls[COUNTS, FFREE] = most
+    mi = np.zeros((2, max(at, 1)), dtype=np.int64)
+    rpaths = np.full((most, width), -1, dtype=np.int64)
+    return fint, np.zeros((6, most)), li, lf, mi, np.zeros(max(at, 1)), ls, rpaths
+
+
+@njit(cache=True)
+def start(slot, now, pull_paths, push_paths, slots, slotf, c, slot_of,  # type: ignore[no-untyped-def]
+          fint, ff, li, lf, mi, ls):
+    """The flows waiting for the instant `slot` join their links, residual for now."""
+    width = pull_paths.shape[2]
+    del slot_of[slotf[1, slot]]
+    p = slots[SHEAD, slot]
+    while p >= 0:
+        j, w = slots[PJ, p], slots[PW, p]
+        paths = pull_paths if slots[PDIR, p] == PULL else push_paths
+        ls[COUNTS, FFREE] -= 1
+        f = ls[FFREE, ls[COUNTS, FFREE]]
+        for k in range(width):
+            link = paths[w, j, k]
+            fint[f, PATH + k] = link
+            if link >= 0:
+                advance(li, lf, link, now)
+                touch(li, ls, link)
+                join(li, mi, fint, link, f, k)
+        ff[LEFT, f] = slotf[0, p]
+        ff[TOL, f] = slotf[0, p] * 1e-9 + 1e-9
+        ff[RATE, f] = 0.0
+        fint[f, FBATCH] = slots[PBATCH, p]
+        res_add(fint, ls, f)
+        ls[NEW, ls[COUNTS, NEW]] = f
+        ls[COUNTS, NEW] += 1
+        c[NFLOWS] += 1
+        nxt = slots[PNEXT, p]
+        slots[PFREE, c[NPFREE]] = p
+        c[NPFREE] += 1
+        p = nxt
+    slots[SFREE, c[NSFREE]] = slot
+    c[NSFREE] += 1
+
+
+@njit(cache=True)
+def absorb(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
+    """The flows just started: a queue-mode link they cross takes each one whose other
+    links' shares are no less than its own, or leaves queue mode; then every queue
+    owning flows on a link whose share fell below its own leaves queue mode."""
+    width = (fint.shape[1] - PATH) // 2
+    for i in range(ls[COUNTS, NEW]):
+        f = ls[NEW, i]
+        for p in range(width):
+            q = fint[f, PATH + p]
+            if q < 0 or not li[QMODE, q]:
+                continue
+            mine = share(li, lf, q)
+            ok = fint[f, OWN] < 0
+            for k in range(width):
+                x = fint[f, PATH + k]
+                if x >= 0 and x != q:
+                    other = share(li, lf, x)
+                    lf[LOWER, q] = min(lf[LOWER, q], other)
+                    ok = ok and mine <= other
+            if ok:
+                res_remove(fint, ls, f)
+                own(fint, ff, li, lf, hk, mi, f, q, ff[LEFT, f])
+            else:
+                demote(fint, ff, li, lf, hk, mi, ls, q, now)
+    ls[COUNTS, NEW] = 0
+    for t in range(ls[COUNTS, TOUCHED]):
+        x = ls[TOUCHED, t]
+        if li[QMODE, x] or li[ELSE, x] == 0 or li[CNT, x] <= li[CNT0, x]:
+            continue
+        theirs = share(li, lf, x)
+        base = li[MOFF, x]
+        for i in range(li[CNT, x]):
+            q = fint[mi[MEM, base + i], OWN]
+            if q >= 0:
+                lf[LOWER, q] = min(lf[LOWER, q], theirs)
+                if share(li, lf, q) > theirs:
+                    demote(fint, ff, li, lf, hk, mi, ls, q, now)
+
+
+@njit(cache=True)
+def due(now, ff, li, lf, mi, hk, ls, dheap):  # type: ignore[no-untyped-def]
+    """The flows done now, into the list DONE: residual flows and the flows of the
+    queues whose first may be due, with less than their tolerance left, or less time
+    left than the clock can resolve (FlowNetwork._complete)."""
+    scale = max(abs(now), 1.0)
+    resolution = 4 * (np.nextafter(scale, np.inf) - scale)
+    n_done = 0
+    for i in range(ls[COUNTS, RES]):
+        f = ls[RES, i]
+        if ff[LEFT, f] <= ff[TOL, f] or ff[LEFT, f] <= ff[RATE, f] * resolution:
+            ls[DONE, n_done] = f
+            n_done += 1
+    while len(dheap) > 0 and dheap[0][0] <= now:
+        _, link, version = heapq.heappop(dheap)
+        if version != li[VER, link] or not li[QMODE, link]:
+            continue
+        advance(li, lf, link, now)
+        touch(li, ls, link)
+        rate = share(li, lf, link)
+        near = max(lf[MAXTOL, link], rate * resolution)
+        base = li[MOFF, link]
+        clock = lf[VCLOCK, link]
+        n_aside = 0
+        while li[HSIZE, link] > 0 and hk[base] - clock <= near:
+            key = hk[base]
+            f = heap_pop(li, hk, mi, link)
+            left = key - clock
+            if left <= ff[TOL, f] or left <= rate * resolution:
+                ls[DONE, n_done] = f
+                n_done += 1
+            else:
+                ff[ASIDE, n_aside] = key
+                ls[CAND, n_aside] = f
+                n_aside += 1
+        for i in range(n_aside):
+            heap_push(li, hk, mi, link, ff[ASIDE, i], ls[CAND, i])
+    ls[COUNTS, DONE] = n_done
+
+
+@njit(cache=True)
+def remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls):  # type: ignore[no-untyped-def]
+    """The flows done leave their links (their queues have already let them go); their
+    transfers into finished_slots, those transfers' order of creation in finished_ids."""
+    width = (fint.shape[1] - PATH) // 2
+    for i in range(ls[COUNTS, DONE]):
+        f = ls[DONE, i]
+        finished_slots[i] = fint[f, FBATCH]
+        finished_ids[i] = slots[XID, fint[f, FBATCH]]
+        q = fint[f, OWN]
+        if q >= 0:
+            disown(fint, li, f, q)
+        else:
+            res_remove(fint, ls, f)
+        for k in range(width):
+            link = fint[f, PATH + k]
+            if link >= 0:
+                advance(li, lf, link, now)
+                touch(li, ls, link)
+                leave(li, mi, fint, link, f, k)
+        ls[FFREE, ls[COUNTS, FFREE]] = f
+        ls[COUNTS, FFREE] += 1
+        c[NFLOWS] -= 1
+    return ls[COUNTS, DONE]
+
+
+@njit(cache=True)
+def released(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
+    """After flows ended: an empty queue closes; one whose share rose above the least
+    share its flows' other links may have (its bound, renewed where it no longer holds)
+    leaves queue mode."""
+    for t in range(ls[COUNTS, TOUCHED]):
+        x = ls[TOUCHED, t]
+        if not li[QMODE, x]:
+            continue
+        if li[CNT, x] == 0:
+            demote(fint, ff, li, lf, hk, mi, ls, x, now)
+        elif li[CNT, x] < li[CNT0, x] and share(li, lf, x) > lf[LOWER, x]:
+            lf[LOWER, x] = least_partner(li, lf, mi, fint, x)
+            if share(li, lf, x) > lf[LOWER, x]:
+                demote(fint, ff, li, lf, hk, mi, ls, x, now)
+
+
+@njit(cache=True)
+def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
+    """The links the residual flows cross that now qualify become queues, the least
+    share first."""
+    width = (fint.shape[1] - PATH) // 2
+    n_cand = 0
+    for i in range(ls[COUNTS, RES]):
+        f = ls[RES, i]
+        for k in range(width):
+            link = fint[f, PATH + k]
+            if link >= 0 and not li[MARK, link]:
+                li[MARK, link] = 1
+                ls[CAND, n_cand] = link
+                n_cand += 1
+    shares = np.empty(n_cand)
+    for i in range(n_cand):
+        link = ls[CAND, i]
+        li[MARK, link] = 0
+        shares[i] = share(li, lf, link)
+    order = np.argsort(shares, kind="mergesort")
+    links = ls[CAND, :n_cand].copy()
+    for i in range(n_cand):
+        link = links[order[i]]
+        if li[QMODE, link] or li[ELSE, link] > 0:
+            continue
+        lower = least_partner(li, lf, mi, fint, link)
+        if shares[order[i]] <= lower:
+            promote(fint, ff, li, lf, mi, hk, ls, link, lower, now)
+            touch(li, ls, link)
+
+
+@njit(cache=True)
+def residual_fill(fint, ff, li, lf, mi, ls, rpaths, work):  # type: ignore[no-untyped-def]
+    """Max-min rates of the residual flows over what the queues leave of their links;
+    returns the seconds until the first of them is done (inf: none)."""
+    n_res = ls[COUNTS, RES]
+    if n_res == 0:
+        return np.inf
+    width = rpaths.shape[1]
+    for i in range(n_res):
+        f = ls[RES, i]
+        ff[RLEFT, i] = ff[LEFT, f]
+        for k in range(width):
+            link = fint[f, PATH + k]
+            rpaths[i, k] = link
+            if link >= 0 and not li[MARK, link]:
+                li[MARK, link] = 1
+                left = lf[CAP, link]
+                base = li[MOFF, link]
+                for m in range(li[CNT, link]):
+                    q = fint[mi[MEM, base + m], OWN]
+                    if q >= 0:
+                        left -= lf[CAP, q] / li[CNT, q]
+                lf[RCAP, link] = left
+    first = fill(rpaths, n_res, lf[RCAP], ff[RLEFT], ff[RRATE], work)
+    for i in range(n_res):
+        f = ls[RES, i]
+        ff[RATE, f] = ff[RRATE, i]
+        for k in range(width):
+            if fint[f, PATH + k] >= 0:
+                li[MARK, fint[f, PATH + k]] = 0
+    return first
+
+
+@njit(cache=True)
+def rekey(now, li, lf, hk, ls, wheap, dheap):  # type: ignore[no-untyped-def]
+    """New calendar keys for the queues changed this event (the old ones go stale), and
+    the touched marks cleared; returns the earliest queue's first finish (inf: none)."""
+    for t in range(ls[COUNTS, TOUCHED]):
+        link = ls[TOUCHED, t]
+        li[CNT0, link] = -1
+        if not li[QMODE, link] or li[HSIZE, link] == 0:
+            continue
+        advance(li, lf, link, now)
+        li[VER, link] += 1
+        rate = share(li, lf, link)
+        left = hk[li[MOFF, link]] - lf[VCLOCK, link]
+        wake = now + max(left, 0.0) / rate
+        early = now + (left - lf[MAXTOL, link]) / rate - 1e-12 * max(abs(wake), 1.0)
+        heapq.heappush(wheap, (wake, link, li[VER, link]))
+        heapq.heappush(dheap, (early, link, li[VER, link]))
+    ls[COUNTS, TOUCHED] = 0
+    while len(wheap) > 0:
+        wake, link, version = wheap[0]
+        if version == li[VER, link] and li[QMODE, link]:
+            return wake
+        heapq.heappop(wheap)
+    return np.inf
+
+
+@njit(cache=True)
+def network_event(now, kind, a, heap, seq, c, fl, pull_paths, push_paths, slots, slotf,  # type: ignore[no-untyped-def]
+                  slot_of, net, wheap, dheap, finished_slots, finished_ids, work):
+    """A start of flows (`START`, a: the instant's slot) or a check for completions
+    (`WAKE`, a: its token, ignored if a later change superseded it); returns how many
+    flows are done, their transfers in finished_slots and those transfers' order of
+    creation in finished_ids."""
+    if kind == WAKE and a != c[TOKEN]:
+        return 0
+    fint, ff, li, lf, mi, hk, ls, rpaths = net
+    dt = now - fl[LAST]
+    if dt > 0:
+        for i in range(ls[COUNTS, RES]):
+            f = ls[RES, i]
+            ff[LEFT, f] -= ff[RATE, f] * dt
+    fl[LAST] = now
+    n_done = 0
+    if kind == WAKE:
+        due(now, ff, li, lf, mi, hk, ls, dheap)
+        n_done = remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls)
+        released(now, fint, ff, li, lf, mi, hk, ls)
+    else:
+        start(a, now, pull_paths, push_paths, slots, slotf, c, slot_of, fint, ff, li, lf,
+              mi, ls)
+        absorb(now, fint, ff, li, lf, mi, hk, ls)
+    first = rekey(now, li, lf, hk, ls, wheap, dheap)
+    if ls[COUNTS, RES] > 0:
+        enqueue(now, fint, ff, li, lf, mi, hk, ls)
+        first = min(first, rekey(now, li, lf, hk, ls, wheap, dheap))
+        if ls[COUNTS, RES] > 0:
+            left = residual_fill(fint, ff, li, lf, mi, ls, rpaths, work)
+            first = min(first, now + max(left, 0.0))
+    c[TOKEN] += 1
+    if first < np.inf:
+        schedule(heap, seq, first, NORMAL, WAKE, c[TOKEN], 0)
+    return n_done

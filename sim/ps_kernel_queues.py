@@ -1,0 +1,228 @@
+"""The links of the compiled parameter-server engine's flow network as queues
+(`sim/ps_kernel_net.py` says why that is exact): each link's flows, its count, and,
+for a link in queue mode, its virtual clock and the heap of its flows' finishing
+virtual times.
+
+A link j is in queue mode when its fair share C_j / n_j is at most the share of every
+other link its flows cross. Max-min fairness then gives each of its flows exactly that
+share (progressive filling fixes the least share first, and a link's share only grows
+as flows fixed below it leave), so the link is a processor-sharing queue: its virtual
+clock V_j counts the bytes each of its flows has received since the link went into queue
+mode, a flow finishes when V_j reaches its finishing virtual time, and a flow starting
+or ending changes nothing of the others but the clock's speed. Every flow crossing a
+queue-mode link is owned by it (no two queue-mode links share a flow); the flows no
+queue owns are filled max-min over what the queues leave of each link.
+
+State, in a few packed arrays (rows and columns named below), since numba counts a
+reference for every array a function is given: per flow `fint` (owner, transfer,
+position in the residual list, its links from column PATH, its place in each link's list
+from PATH + width) and `ff`; per link `li` and `lf`; the links' flow lists and heaps'
+flows `mi` and the heaps' finishing virtual times `hk`, at `li[MOFF]`, as long as
+`li[MCAP]`; the lists `ls`, their lengths in its row COUNTS.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# `fint` columns: a flow's owner (a queue-mode link, -1: residual), transfer, place in
+# the residual list, its links (PATH ..), its place in each one's list (PATH + width ..)
+OWN, FBATCH, RPOS, PATH = range(4)
+# `ff` rows: a flow's tolerance (bytes), bytes left and rate (residual flows only); the
+# residual fill's bytes left and rates (by place in the residual list); set aside
+TOL, LEFT, RATE, RLEFT, RRATE, ASIDE = range(6)
+# `mi` rows: the links' flow lists, the flows of their heaps
+MEM, HFLOW = range(2)
+# `li`: a link's flows, where its lists begin, their room, its heap's size, queue mode
+# (0 / 1), the version of its keys in the calendars, its flows owned by another link,
+# its count before this event (-1: untouched), a mark (candidates)
+CNT, MOFF, MCAP, HSIZE, QMODE, VER, ELSE, CNT0, MARK = range(9)
+N_LI = 9
+# `lf`: a link's capacity, virtual clock, when the clock was last advanced, a lower bound
+# of the shares of the links its flows cross, its flows' largest tolerance, what the
+# queues leave of it (for the residual fill)
+CAP, VCLOCK, VTIME, LOWER, MAXTOL, RCAP = range(6)
+N_LF = 6
+# `ls` rows: residual flows, free flow slots, links touched this event, candidate links,
+# flows started this event, flows done; their lengths in row COUNTS (same order)
+RES, FFREE, TOUCHED, CAND, NEW, DONE, COUNTS = range(7)
+
+
+@njit(cache=True)
+def share(li, lf, link):  # type: ignore[no-untyped-def]
+    return lf[CAP, link] / li[CNT, link]
+
+
+@njit(cache=True)
+def advance(li, lf, link, now):  # type: ignore[no-untyped-def]
+    """A queue-mode link's clock brought to `now` (before its count changes)."""
+    if li[QMODE, link] and li[CNT, link] > 0:
+        lf[VCLOCK, link] += lf[CAP, link] / li[CNT, link] * (now - lf[VTIME, link])
+    lf[VTIME, link] = now
+
+
+@njit(cache=True)
+def touch(li, ls, link):  # type: ignore[no-untyped-def]
+    """Remembers the link's count before this event's first change to it."""
+    if li[CNT0, link] < 0:
+        li[CNT0, link] = li[CNT, link]
+        ls[TOUCHED, ls[COUNTS, TOUCHED]] = link
+        ls[COUNTS, TOUCHED] += 1
+
+
+@njit(cache=True)
+def join(li, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
+    """Flow f (its p-th link) into the link's list."""
+    n = li[CNT, link]
+    if n >= li[MCAP, link]:
+        raise RuntimeError("more flows on a link than the compiled engine made room for")
+    mi[MEM, li[MOFF, link] + n] = f
+    fint[f, PATH + (fint.shape[1] - PATH) // 2 + p] = n
+    li[CNT, link] = n + 1
+
+
+@njit(cache=True)
+def leave(li, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
+    """Flow f (its p-th link) out of the link's list: the last one takes its place."""
+    width = (fint.shape[1] - PATH) // 2
+    base = li[MOFF, link]
+    last = li[CNT, link] - 1
+    at = fint[f, PATH + width + p]
+    g = mi[MEM, base + last]
+    mi[MEM, base + at] = g
+    for q in range(width):
+        if fint[g, PATH + q] == link:
+            fint[g, PATH + width + q] = at
+    li[CNT, link] = last
+
+
+@njit(cache=True)
+def heap_push(li, hk, mi, link, key, f):  # type: ignore[no-untyped-def]
+    base = li[MOFF, link]
+    i = li[HSIZE, link]
+    li[HSIZE, link] = i + 1
+    while i > 0:
+        parent = (i - 1) // 2
+        if hk[base + parent] <= key:
+            break
+        hk[base + i] = hk[base + parent]
+        mi[HFLOW, base + i] = mi[HFLOW, base + parent]
+        i = parent
+    hk[base + i] = key
+    mi[HFLOW, base + i] = f
+
+
+@njit(cache=True)
+def heap_pop(li, hk, mi, link):  # type: ignore[no-untyped-def]
+    """Removes the least finishing time of the link's heap; returns its flow."""
+    base = li[MOFF, link]
+    top = mi[HFLOW, base]
+    n = li[HSIZE, link] - 1
+    li[HSIZE, link] = n
+    if n == 0:
+        return top
+    key, f = hk[base + n], mi[HFLOW, base + n]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and hk[base + child + 1] < hk[base + child]:
+            child += 1
+        if hk[base + child] >= key:
+            break
+        hk[base + i] = hk[base + child]
+        mi[HFLOW, base + i] = mi[HFLOW, base + child]
+        i = child
+    hk[base + i] = key
+    mi[HFLOW, base + i] = f
+    return top
+
+
+@njit(cache=True)
+def res_add(fint, ls, f):  # type: ignore[no-untyped-def]
+    fint[f, OWN] = -1
+    fint[f, RPOS] = ls[COUNTS, RES]
+    ls[RES, ls[COUNTS, RES]] = f
+    ls[COUNTS, RES] += 1
+
+
+@njit(cache=True)
+def res_remove(fint, ls, f):  # type: ignore[no-untyped-def]
+    at = fint[f, RPOS]
+    last = ls[RES, ls[COUNTS, RES] - 1]
+    ls[RES, at] = last
+    fint[last, RPOS] = at
+    ls[COUNTS, RES] -= 1
+
+
+@njit(cache=True)
+def own(fint, ff, li, lf, hk, mi, f, link, left):  # type: ignore[no-untyped-def]
+    """Flow f, `left` bytes to go, owned by the queue-mode link."""
+    fint[f, OWN] = link
+    for p in range((fint.shape[1] - PATH) // 2):
+        x = fint[f, PATH + p]
+        if x >= 0 and x != link:
+            li[ELSE, x] += 1
+    heap_push(li, hk, mi, link, lf[VCLOCK, link] + left, f)
+    if ff[TOL, f] > lf[MAXTOL, link]:
+        lf[MAXTOL, link] = ff[TOL, f]
+
+
+@njit(cache=True)
+def disown(fint, li, f, link):  # type: ignore[no-untyped-def]
+    for p in range((fint.shape[1] - PATH) // 2):
+        x = fint[f, PATH + p]
+        if x >= 0 and x != link:
+            li[ELSE, x] -= 1
+
+
+@njit(cache=True)
+def least_partner(li, lf, mi, fint, link):  # type: ignore[no-untyped-def]
+    """The least share of the other links the link's flows cross."""
+    least = np.inf
+    base = li[MOFF, link]
+    for i in range(li[CNT, link]):
+        f = mi[MEM, base + i]
+        for p in range((fint.shape[1] - PATH) // 2):
+            x = fint[f, PATH + p]
+            if x >= 0 and x != link:
+                s = lf[CAP, x] / li[CNT, x]
+                if s < least:
+                    least = s
+    return least
+
+
+@njit(cache=True)
+def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-def]
+    """The link leaves queue mode: its flows become residual, with the bytes they have
+    left."""
+    advance(li, lf, link, now)
+    base = li[MOFF, link]
+    clock = lf[VCLOCK, link]
+    for i in range(li[HSIZE, link]):
+        f = mi[HFLOW, base + i]
+        ff[LEFT, f] = hk[base + i] - clock
+        disown(fint, li, f, link)
+        res_add(fint, ls, f)
+    li[HSIZE, link] = 0
+    li[QMODE, link] = 0
+    li[VER, link] += 1
+    lf[VCLOCK, link] = 0.0
+    lf[MAXTOL, link] = 0.0
+
+
+@njit(cache=True)
+def promote(fint, ff, li, lf, mi, hk, ls, link, lower, now):  # type: ignore[no-untyped-def]
+    """The link, every flow of it residual, goes into queue mode."""
+    li[QMODE, link] = 1
+    lf[VCLOCK, link] = 0.0
+    lf[VTIME, link] = now
+    lf[LOWER, link] = lower
+    lf[MAXTOL, link] = 0.0
+    base = li[MOFF, link]
+    for i in range(li[CNT, link]):
+        f = mi[MEM, base + i]
+        res_remove(fint, ls, f)
+        own(fint, ff, li, lf, hk, mi, f, link, ff[LEFT, f])
