@@ -29,8 +29,6 @@ caches (`sim/__pycache__/*.nbi`, `*.nbc`).
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 from numba import njit
 from numba import types as nbtypes
@@ -77,6 +75,7 @@ from .ps_kernel_calendar import (
     WHEAD,
     WPUSH0,
     XID,
+    next_entry,
     schedule,
 )
 from .ps_kernel_flows import arrived
@@ -116,7 +115,7 @@ def new_state(n, shards, groups, total, parts, every):  # type: ignore[no-untype
         for g in range(groups):
             if parts[g, j] > 0:
                 parts_of_shard[j] += 1
-    return (c, np.zeros(2), wi, wf, slots, np.zeros((2, most)),
+    return (c, np.array([0.0, 0.0, np.inf]), wi, wf, slots, np.zeros((2, most)),
             Dict.empty(key_type=nbtypes.float64, value_type=nbtypes.int64),
             steps, parts_of_shard, np.empty((2, most), dtype=np.int64),
             np.zeros((n, groups), dtype=np.bool_), np.zeros((n, shards), dtype=np.int64),
@@ -165,8 +164,6 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
                                                      ints[6])
     finished_slots, finished_ids = finished[0], finished[1]
     net = net_state(capacity, pull_paths, push_paths, groups, slots.shape[1])
-    wheap, dheap = [(0.0, 0, 0)], [(0.0, 0, 0)]  # the queues' calendars (typed by example)
-    wheap.pop(), dheap.pop()
     latency, inter, compute, jitter = model(pull_latency, pull_inter, push_latency,
                                             push_inter, forward_s, backward_s, factors,
                                             delays)
@@ -178,17 +175,17 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
     if ints[4] == 0:
         schedule(heap, seq, 0.0, URGENT, INIT_ROUNDS, 0, 0)
     resume = np.empty(n, dtype=np.int64)
-    while len(heap) > 0:
-        now, _, _, kind, a, b = heapq.heappop(heap)
+    while True:
+        now, kind, a, b = next_entry(heap, c, fl)
         n_resume = 0
-        if kind == FINISHED:
+        if kind < 0 or kind == FINISHED:
             break
         if kind in (INIT, TIMER, GATE, PUSHED, ADMITTED):
             resume[0] = a
             n_resume = 1
         elif kind in (START, WAKE):
             n_done = network_event(now, kind, a, heap, seq, c, fl, pull_paths, push_paths,
-                                   slots, slotf, slot_of, net, wheap, dheap, finished_slots,
+                                   slots, slotf, slot_of, net, finished_slots,
                                    finished_ids, work)
             if n_done > 0:
                 arrived(now, n_done, finished_slots, finished_ids, slots, pull_triggered,

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import heapq
 
+import numpy as np
 from numba import njit
 
 # what an entry of the calendar is (SimPy: an event being processed)
 INIT = 0  # a worker's process starts (SimPy's Initialize, urgent)
 INIT_ROUNDS = 1  # the rounds' process starts
 START = 2  # the flows that start at one instant (FlowNetwork._start); a: its slot
-WAKE = 3  # the first flow in flight may be done (FlowNetwork._complete); a: token
+WAKE = 3  # the first flow in flight may be done (FlowNetwork._complete): the one
+# pending wake-up, kept beside the heap (`fl[WAKE_AT]`, its order `c[WAKESEQ]`)
 BATCH = 4  # a transfer's flows have all arrived (its event); a: its batch slot
 TIMER = 5  # a worker's timeout: dispatch, a forward or backward group
 GATE = 6  # without overlap: every pull of a worker's step has arrived (all_of)
@@ -65,18 +67,19 @@ W_ADMITTED = 16  # asynchronous: resumed: the SSP bound let it start
 W_BARRIER = 17  # asynchronous: the evaluation barrier lets its closure out, or not
 W_BOUND = 18  # asynchronous: the SSP bound lets it start, or not
 
-# the counters `c`: flows in flight, the token of the valid wake-up, free waiting flows,
+# the counters `c`: flows in flight, the order the wake-up was scheduled in, free waiting flows,
 # free instants, free transfers, the next transfer's order, SSP waiters, the update count
 # of the next evaluation, closures let out, the open gate (-1: none), gates made, the step
 # whose counters the rounds wait for, the global step, updates applied (asynchronous),
 # the updates the last checkpoint holds, measuring (0 / 1), dropped gradients, of them in
 # measured steps, checkpoints, records written
-(NFLOWS, TOKEN, NPFREE, NSFREE, NBFREE, NEXTID, NSSP, BOUNDARY, DISPATCHED, GATE_OPEN,
+(NFLOWS, WAKESEQ, NPFREE, NSFREE, NBFREE, NEXTID, NSSP, BOUNDARY, DISPATCHED, GATE_OPEN,
  GATES, ROUNDSTEP, GLOBALSTEP, COMPLETED, LASTHELD, MEASURED, DROPPED, DROPPEDM,
  CHECKPOINTS, ROWS) = range(20)
 N_COUNTERS = 20
-# `fl`: when the flows' bytes left were last brought up to date, bytes on the network
-LAST, NETBYTES = 0, 1
+# `fl`: when the flows' bytes left were last brought up to date, bytes on the network,
+# the pending wake-up's time (inf: none)
+LAST, NETBYTES, WAKE_AT = 0, 1, 2
 # `wi`, a worker's ints: its state, step, group, pushes started in the step, of them
 # arrived, whether the step's all_of(pushes) exists, pulls arrived, dropped (0 / 1),
 # updates before its pull (asynchronous), staleness, iterations finished (SSP), the SSP
@@ -107,6 +110,22 @@ SCOUNT, SUPDATED, WHEAD, WTAIL, GHEAD, GTAIL = range(6)
 def schedule(heap, seq, t, urgency, kind, a, b):  # type: ignore[no-untyped-def]
     heapq.heappush(heap, (t, urgency, seq[0], kind, a, b))
     seq[0] += 1
+
+
+@njit(cache=True)
+def next_entry(heap, c, fl):  # type: ignore[no-untyped-def]
+    """(time, kind, a, b) of the calendar's next entry, taken out of it: the heap's first
+    or the pending wake-up, whichever SimPy's order puts first; kind -1: none left."""
+    if fl[WAKE_AT] < np.inf and (
+        len(heap) == 0 or (fl[WAKE_AT], NORMAL, c[WAKESEQ]) < (heap[0][0], heap[0][1], heap[0][2])
+    ):
+        now = fl[WAKE_AT]
+        fl[WAKE_AT] = np.inf
+        return now, WAKE, 0, 0
+    if len(heap) == 0:
+        return 0.0, -1, 0, 0
+    now, _, _, kind, a, b = heapq.heappop(heap)
+    return now, kind, a, b
 
 
 @njit(cache=True)

@@ -22,8 +22,6 @@ residual flows'.
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 from numba import njit
 
@@ -31,7 +29,6 @@ from .flowkernel import fill
 from .ps_kernel_calendar import (
     LAST,
     NFLOWS,
-    NORMAL,
     NPFREE,
     NSFREE,
     PBATCH,
@@ -43,10 +40,10 @@ from .ps_kernel_calendar import (
     PW,
     SFREE,
     SHEAD,
-    TOKEN,
     WAKE,
+    WAKE_AT,
+    WAKESEQ,
     XID,
-    schedule,
 )
 from .ps_kernel_queues import (
     ASIDE,
@@ -56,6 +53,10 @@ from .ps_kernel_queues import (
     CNT0,
     COUNTS,
     DONE,
+    EARLY,
+    EARLY_AT,
+    EARLY_KEY,
+    EARLY_SIZE,
     ELSE,
     FBATCH,
     FFREE,
@@ -81,8 +82,13 @@ from .ps_kernel_queues import (
     TOL,
     TOUCHED,
     VCLOCK,
-    VER,
+    WHEN,
+    WHEN_AT,
+    WHEN_KEY,
+    WHEN_SIZE,
     advance,
+    calendar_remove,
+    calendar_set,
     demote,
     disown,
     heap_pop,
@@ -110,6 +116,8 @@ def net_state(capacity, pull_paths, push_paths, groups, most):  # type: ignore[n
     lf = np.zeros((N_LF, links))
     lf[CAP] = capacity
     li[CNT0] = -1
+    li[WHEN_AT] = -1
+    li[EARLY_AT] = -1
     room = np.zeros(links, dtype=np.int64)
     for w in range(n):
         for j in range(shards):
@@ -208,7 +216,7 @@ def absorb(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def due(now, ff, li, lf, mi, hk, ls, dheap):  # type: ignore[no-untyped-def]
+def due(now, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """The flows done now, into the list DONE: residual flows and the flows of the
     queues whose first may be due, with less than their tolerance left, or less time
     left than the clock can resolve (FlowNetwork._complete)."""
@@ -220,10 +228,9 @@ def due(now, ff, li, lf, mi, hk, ls, dheap):  # type: ignore[no-untyped-def]
         if ff[LEFT, f] <= ff[TOL, f] or ff[LEFT, f] <= ff[RATE, f] * resolution:
             ls[DONE, n_done] = f
             n_done += 1
-    while len(dheap) > 0 and dheap[0][0] <= now:
-        _, link, version = heapq.heappop(dheap)
-        if version != li[VER, link] or not li[QMODE, link]:
-            continue
+    while ls[COUNTS, EARLY_SIZE] > 0 and lf[EARLY_KEY, li[EARLY, 0]] <= now:
+        link = li[EARLY, 0]
+        calendar_remove(li, lf, ls, EARLY, link)
         advance(li, lf, link, now)
         touch(li, ls, link)
         rate = share(li, lf, link)
@@ -355,40 +362,34 @@ def residual_fill(fint, ff, li, lf, mi, ls, rpaths, work):  # type: ignore[no-un
 
 
 @njit(cache=True)
-def rekey(now, li, lf, hk, ls, wheap, dheap):  # type: ignore[no-untyped-def]
-    """New calendar keys for the queues changed this event (the old ones go stale), and
-    the touched marks cleared; returns the earliest queue's first finish (inf: none)."""
+def rekey(now, li, lf, hk, ls):  # type: ignore[no-untyped-def]
+    """New calendar keys for the queues changed this event, and the touched marks
+    cleared; returns the earliest queue's first finish (inf: none)."""
     for t in range(ls[COUNTS, TOUCHED]):
         link = ls[TOUCHED, t]
         li[CNT0, link] = -1
         if not li[QMODE, link] or li[HSIZE, link] == 0:
             continue
         advance(li, lf, link, now)
-        li[VER, link] += 1
         rate = share(li, lf, link)
         left = hk[li[MOFF, link]] - lf[VCLOCK, link]
         wake = now + max(left, 0.0) / rate
         early = now + (left - lf[MAXTOL, link]) / rate - 1e-12 * max(abs(wake), 1.0)
-        heapq.heappush(wheap, (wake, link, li[VER, link]))
-        heapq.heappush(dheap, (early, link, li[VER, link]))
+        calendar_set(li, lf, ls, WHEN, link, wake)
+        calendar_set(li, lf, ls, EARLY, link, early)
     ls[COUNTS, TOUCHED] = 0
-    while len(wheap) > 0:
-        wake, link, version = wheap[0]
-        if version == li[VER, link] and li[QMODE, link]:
-            return wake
-        heapq.heappop(wheap)
-    return np.inf
+    if ls[COUNTS, WHEN_SIZE] == 0:
+        return np.inf
+    return lf[WHEN_KEY, li[WHEN, 0]]
 
 
 @njit(cache=True)
 def network_event(now, kind, a, heap, seq, c, fl, pull_paths, push_paths, slots, slotf,  # type: ignore[no-untyped-def]
-                  slot_of, net, wheap, dheap, finished_slots, finished_ids, work):
+                  slot_of, net, finished_slots, finished_ids, work):
     """A start of flows (`START`, a: the instant's slot) or a check for completions
-    (`WAKE`, a: its token, ignored if a later change superseded it); returns how many
+    (`WAKE`); returns how many
     flows are done, their transfers in finished_slots and those transfers' order of
     creation in finished_ids."""
-    if kind == WAKE and a != c[TOKEN]:
-        return 0
     fint, ff, li, lf, mi, hk, ls, rpaths = net
     dt = now - fl[LAST]
     if dt > 0:
@@ -398,21 +399,23 @@ def network_event(now, kind, a, heap, seq, c, fl, pull_paths, push_paths, slots,
     fl[LAST] = now
     n_done = 0
     if kind == WAKE:
-        due(now, ff, li, lf, mi, hk, ls, dheap)
+        due(now, ff, li, lf, mi, hk, ls)
         n_done = remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls)
         released(now, fint, ff, li, lf, mi, hk, ls)
     else:
         start(a, now, pull_paths, push_paths, slots, slotf, c, slot_of, fint, ff, li, lf,
               mi, ls)
         absorb(now, fint, ff, li, lf, mi, hk, ls)
-    first = rekey(now, li, lf, hk, ls, wheap, dheap)
+    first = rekey(now, li, lf, hk, ls)
     if ls[COUNTS, RES] > 0:
         enqueue(now, fint, ff, li, lf, mi, hk, ls)
-        first = min(first, rekey(now, li, lf, hk, ls, wheap, dheap))
+        first = min(first, rekey(now, li, lf, hk, ls))
         if ls[COUNTS, RES] > 0:
             left = residual_fill(fint, ff, li, lf, mi, ls, rpaths, work)
             first = min(first, now + max(left, 0.0))
-    c[TOKEN] += 1
+    # the one wake-up pending, at the first finish (FlowNetwork._reschedule)
+    fl[WAKE_AT] = first
     if first < np.inf:
-        schedule(heap, seq, first, NORMAL, WAKE, c[TOKEN], 0)
+        c[WAKESEQ] = seq[0]
+        seq[0] += 1
     return n_done

@@ -35,18 +35,22 @@ TOL, LEFT, RATE, RLEFT, RRATE, ASIDE = range(6)
 # `mi` rows: the links' flow lists, the flows of their heaps
 MEM, HFLOW = range(2)
 # `li`: a link's flows, where its lists begin, their room, its heap's size, queue mode
-# (0 / 1), the version of its keys in the calendars, its flows owned by another link,
-# its count before this event (-1: untouched), a mark (candidates)
-CNT, MOFF, MCAP, HSIZE, QMODE, VER, ELSE, CNT0, MARK = range(9)
-N_LI = 9
+# (0 / 1), its flows owned by another link, its count before this event (-1: untouched),
+# a mark (candidates); the queues' two calendars, each a heap of links by key (WHEN:
+# the first flow's finish; EARLY: the earliest any flow may be done) with each link's
+# place in it (-1: absent)
+CNT, MOFF, MCAP, HSIZE, QMODE, ELSE, CNT0, MARK, WHEN, EARLY, WHEN_AT, EARLY_AT = range(12)
+N_LI = 12
 # `lf`: a link's capacity, virtual clock, when the clock was last advanced, a lower bound
 # of the shares of the links its flows cross, its flows' largest tolerance, what the
-# queues leave of it (for the residual fill)
-CAP, VCLOCK, VTIME, LOWER, MAXTOL, RCAP = range(6)
-N_LF = 6
+# queues leave of it (for the residual fill), its keys in the calendars WHEN and EARLY
+CAP, VCLOCK, VTIME, LOWER, MAXTOL, RCAP, WHEN_KEY, EARLY_KEY = range(8)
+N_LF = 8
 # `ls` rows: residual flows, free flow slots, links touched this event, candidate links,
-# flows started this event, flows done; their lengths in row COUNTS (same order)
+# flows started this event, flows done; their lengths in row COUNTS (same order, then
+# the sizes of the calendars WHEN and EARLY)
 RES, FFREE, TOUCHED, CAND, NEW, DONE, COUNTS = range(7)
+WHEN_SIZE, EARLY_SIZE = 6, 7
 
 
 @njit(cache=True)
@@ -195,6 +199,65 @@ def least_partner(li, lf, mi, fint, link):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _sift(li, lf, ls, which, i):  # type: ignore[no-untyped-def]
+    """Restores calendar `which` (WHEN or EARLY) around place i, up or down."""
+    at, key, size = which + 2, which - WHEN + WHEN_KEY, ls[COUNTS, which - WHEN + WHEN_SIZE]
+    link = li[which, i]
+    k = lf[key, link]
+    while i > 0:
+        parent = (i - 1) // 2
+        above = li[which, parent]
+        if lf[key, above] <= k:
+            break
+        li[which, i] = above
+        li[at, above] = i
+        i = parent
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and lf[key, li[which, child + 1]] < lf[key, li[which, child]]:
+            child += 1
+        below = li[which, child]
+        if lf[key, below] >= k:
+            break
+        li[which, i] = below
+        li[at, below] = i
+        i = child
+    li[which, i] = link
+    li[at, link] = i
+
+
+@njit(cache=True)
+def calendar_set(li, lf, ls, which, link, key):  # type: ignore[no-untyped-def]
+    """The link's key in calendar `which` (WHEN or EARLY), entered if absent."""
+    lf[which - WHEN + WHEN_KEY, link] = key
+    i = li[which + 2, link]
+    if i < 0:
+        i = ls[COUNTS, which - WHEN + WHEN_SIZE]
+        ls[COUNTS, which - WHEN + WHEN_SIZE] += 1
+        li[which, i] = link
+        li[which + 2, link] = i
+    _sift(li, lf, ls, which, i)
+
+
+@njit(cache=True)
+def calendar_remove(li, lf, ls, which, link):  # type: ignore[no-untyped-def]
+    """The link out of calendar `which`, if in it."""
+    i = li[which + 2, link]
+    if i < 0:
+        return
+    li[which + 2, link] = -1
+    size = ls[COUNTS, which - WHEN + WHEN_SIZE] - 1
+    ls[COUNTS, which - WHEN + WHEN_SIZE] = size
+    if i < size:
+        last = li[which, size]
+        li[which, i] = last
+        li[which + 2, last] = i
+        _sift(li, lf, ls, which, i)
+
+
+@njit(cache=True)
 def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-def]
     """The link leaves queue mode: its flows become residual, with the bytes they have
     left."""
@@ -208,7 +271,8 @@ def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-
         res_add(fint, ls, f)
     li[HSIZE, link] = 0
     li[QMODE, link] = 0
-    li[VER, link] += 1
+    calendar_remove(li, lf, ls, WHEN, link)
+    calendar_remove(li, lf, ls, EARLY, link)
     lf[VCLOCK, link] = 0.0
     lf[MAXTOL, link] = 0.0
 
