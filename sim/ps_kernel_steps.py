@@ -196,6 +196,8 @@ def record_step(w, step, now, asynchronous, c, wi, wf, rec_int, rec, total):  # 
     """Simulation.record: the pull and push spans, exposed beyond compute; then the
     worker's next step (returns whether it has none)."""
     rows = c[ROWS]
+    if rows >= rec.shape[0]:
+        raise RuntimeError("more records than the compiled engine made room for")
     end = now
     compute_end = wf[WCOMPUTED, w]
     pull_start, pull_end = wf[WPULL0, w], wf[WPULL1, w]

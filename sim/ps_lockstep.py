@@ -89,8 +89,10 @@ def run(sim: Simulation) -> SimulationOutcome:
     groups = dataflow.groups
     parts = np.array([g.nbytes for g in groups], dtype=float).reshape(len(groups), shards)
     times, ints = _settings(sim, dataflow)
-    rec_int = np.zeros((n * total, 3), dtype=np.int64)
-    rec = np.zeros((n * total, 6))
+    # a record per worker-step; asynchronously, per update (the run stops at the last)
+    room = n * total if sim.spec.strategy.sync else total + n
+    rec_int = np.zeros((room, 3), dtype=np.int64)
+    rec = np.zeros((room, 6))
     totals = np.zeros(8)
     totals[0] = np.nan  # the measurement's start, once known
     step_ends = np.full(total, np.nan)
