@@ -8,7 +8,7 @@ TF     := $(VENV)/.installed-tf
 # the folders are the packages (flat layout), so the note says nothing; keep it off the output
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
-.PHONY: demo test test-slow lint bench validate validate-published schema clean
+.PHONY: demo test test-slow lint bench validate validate-published schema tour-plot clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainscale needs Python >= 3.11")'
@@ -46,6 +46,10 @@ lint: $(STAMP)
 # docs/performance.md; `$(BIN)/python tools/bench.py --help` for one case at a time
 bench: $(STAMP)
 	$(BIN)/python tools/bench.py
+
+# the README tour's plot: docs/img/parameter-servers-vs-ring.png (seconds)
+tour-plot: $(STAMP)
+	$(BIN)/python tools/tour_plot.py
 
 # the simulator against real runs on this machine (minutes; not in CI): docs/validation.md
 validate: $(TF)
