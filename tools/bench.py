@@ -156,9 +156,47 @@ CASES = [
                 "strategy.partition=round_robin",
                 "training.steps=100",
             ),
-            families=(("ps sync, workers (servers = workers / 16)", n),),
+            families=(
+                ("ps sync, workers (servers = workers / 16)", n),
+                *((("ps sync, steps", 100),) if n == 128 else ()),
+            ),
         )
-        for n in (64, 128, 256)
+        for n in (64, 128, 256, 512)
+    ),
+    Case(
+        "ps-sync-128x8-1000-steps",
+        "same, 128 workers, 8 servers, 1,000 steps",
+        PS,
+        (
+            "cluster.hosts=128",
+            "strategy.servers=8",
+            "strategy.partition=round_robin",
+            "training.steps=1000",
+        ),
+        families=(("ps sync, steps", 1000),),
+    ),
+    *(
+        Case(
+            f"ps-sync-{n}x8",
+            f"synchronous PS, {n} workers, 8 servers, round-robin, 100 steps",
+            PS,
+            (
+                f"cluster.hosts={n}",
+                "strategy.servers=8",
+                "strategy.partition=round_robin",
+                "training.steps=100",
+            ),
+            families=(("ps sync, workers (8 servers)", n),),
+        )
+        for n in (64, 1024)
+    ),
+    Case(
+        "ps-vs-ring-sweep",
+        "scenarios/library/parameter-servers-vs-ring.yaml: 8 -> 1,024 workers, 8 parameter "
+        "servers (dedicated, colocated) and ring all-reduce, 24 points",
+        "scenarios/library/parameter-servers-vs-ring.yaml",
+        (),
+        60.0,
     ),
     Case(
         "ps-async-1024x64",
@@ -196,6 +234,7 @@ CASES = [
             "training.steps=100",
         ),
         10.0,
+        families=(("ps sync, workers (servers = workers / 16)", 1024),),
     ),
     Case(
         "per-tensor-152x8",
