@@ -7,9 +7,8 @@ arrived, and a group's gradients go to their shards as soon as backward has prod
 them. With `overlap: false` the worker pulls everything before its forward and pushes
 everything after its backward. The groups are the variables one by one (`fusion_buffer`
 not given: TensorFlow sends each variable on its own), merged into at most `MAX_GROUPS`
-groups of about equal bytes, fewer where the pushing nodes x shards x groups would exceed
-`FLOW_BUDGET` flows, so that the cost of a step stays bounded; or buckets of
-`fusion_buffer` bytes where it is given.
+groups of about equal bytes at every scale; or buckets of `fusion_buffer` bytes where it
+is given.
 
 On the calibrated machine with closures measured (`ServerCosts.closure_s`) a step is one
 closure: its pull and its push each take what the closure probes measured alone, the
@@ -29,7 +28,7 @@ from scenarios import vocab
 
 from .outcome import Span
 from .ps_servers import ServerGroup, Spawn
-from .shards import FLOW_BUDGET, MAX_GROUPS, Dealt, deal, groups_of
+from .shards import MAX_GROUPS, Dealt, deal, groups_of
 from .training import Process, Worker
 
 if TYPE_CHECKING:
@@ -45,21 +44,17 @@ class Dataflow:
     """The groups a step moves and one node's pull, compute and push of them (one mode
     flag: `overlap`)."""
 
-    def __init__(self, sim: Simulation, servers: ServerGroup, dealt: Dealt, pushers: int):
+    def __init__(self, sim: Simulation, servers: ServerGroup, dealt: Dealt):
         self.sim = sim
         self.servers = servers
         spec = sim.spec.strategy
         compute = sim.compute
         layer_bytes = dealt.by_part(range(len(compute.params)), len(compute.params))
-        shards = len(dealt.shards)
         # a calibration profile measured run-real's closures, which move the whole model
         # in one call each way: there a step pulls it all, computes, and pushes it all
         calibrated = sim.costs.whole_model_closures
         explicit = "fusion_buffer" in spec.model_fields_set
-        # each group is a flow per pushing node and shard each way: the default grouping
-        # keeps a step's flows within FLOW_BUDGET (the flow network's cost grows with them)
-        budget = max(1, min(MAX_GROUPS, FLOW_BUDGET // max(1, pushers * shards)))
-        min_bytes = spec.fusion_buffer if explicit else dealt.total_bytes / budget
+        min_bytes = spec.fusion_buffer if explicit else dealt.total_bytes / MAX_GROUPS
         if calibrated:
             min_bytes = float("inf")
         self.groups = groups_of(compute.forward_s, compute.backward_s, layer_bytes, min_bytes)
@@ -169,16 +164,10 @@ class Dataflow:
         worker.spans = [(vocab.PULL, pull_start, pulled), (vocab.PUSH, push_start, env.now)]
 
 
-def pushers_of(sim: Simulation) -> int:
-    """The nodes that push to the servers: one per host with `local_aggregation`, else
-    every worker (they size the default grouping's flows)."""
-    return sim.topology.hosts if sim.spec.strategy.local_aggregation else sim.workers
-
-
 def server_parts(sim: Simulation, spawn: Spawn) -> tuple[ServerGroup, Dataflow]:
     """The strategy's server group (the model's variables dealt to `strategy.servers`
     shards, its processes started by `spawn`) and the dataflow of the groups a step
-    moves, sized for its pushing nodes."""
+    moves."""
     spec = sim.spec.strategy
     compute = sim.compute
     dealt = deal(
@@ -189,4 +178,4 @@ def server_parts(sim: Simulation, spawn: Spawn) -> tuple[ServerGroup, Dataflow]:
         compute.bytes_per_param,
     )
     servers = ServerGroup(sim, spawn, dealt, spec.placement, sim.costs.servers)
-    return servers, Dataflow(sim, servers, dealt, pushers_of(sim))
+    return servers, Dataflow(sim, servers, dealt)

@@ -13,10 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: a step moves the model in at most this many groups of layers (fusion_buffer not given),
-#: and in fewer where pushing nodes x shards x groups would exceed FLOW_BUDGET flows
+#: a step moves the model in at most this many groups of layers (fusion_buffer not given)
 MAX_GROUPS = 16
-FLOW_BUDGET = 512
 
 
 def assign(params: np.ndarray, shards: int, how: str) -> np.ndarray:
