@@ -65,6 +65,7 @@ from .ps_kernel_calendar import (
     ROUNDSTEP,
     ROWS,
     SFREE,
+    SHORT,
     START,
     SUPDATED,
     TIMER,
@@ -86,12 +87,12 @@ from .ps_kernel_workers import resume_worker
 
 
 @njit(cache=True)
-def new_state(n, shards, groups, total, parts, every):  # type: ignore[no-untyped-def]
+def new_state(n, shards, groups, total, parts, every, room):  # type: ignore[no-untyped-def]
     """The engine's state at the start (`sim/ps_kernel_calendar.py` names its rows),
     then the flows done (transfer, its order), each worker's pulls arrived by group and
     parts of a push not arrived by shard, each step's members and counters fired by
-    shard."""
-    most = 2 * n * shards * groups + 16  # flows, waiting flows, instants, transfers
+    shard. `room`: the flows that may be in flight at once."""
+    most = room + 16  # flows, waiting flows, instants, transfers
     c = np.zeros(N_COUNTERS, dtype=np.int64)
     c[NPFREE] = most
     c[NSFREE] = most
@@ -161,7 +162,7 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
     groups, total = parts.shape[0], step_ends.shape[0]
     (c, fl, wi, wf, slots, slotf, slot_of, steps, parts_of_shard, finished, pull_triggered,
      parts_left, members, counter_fired) = new_state(n, shards, groups, total, parts,
-                                                     ints[6])
+                                                     ints[6], work[8].shape[0])
     finished_slots, finished_ids = finished[0], finished[1]
     net = net_state(capacity, pull_paths, push_paths, groups, slots.shape[1])
     latency, inter, compute, jitter = model(pull_latency, pull_inter, push_latency,
@@ -178,7 +179,7 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
     while True:
         now, kind, a, b = next_entry(heap, c, fl)
         n_resume = 0
-        if kind < 0 or kind == FINISHED:
+        if kind < 0 or kind == FINISHED or c[SHORT]:
             break
         if kind in (INIT, TIMER, GATE, PUSHED, ADMITTED):
             resume[0] = a
@@ -214,4 +215,4 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
     totals[3] = c[DROPPED]
     totals[4] = c[DROPPEDM]
     totals[5] = c[CHECKPOINTS]
-    return c[ROWS]
+    return -1 if c[SHORT] else c[ROWS]

@@ -72,11 +72,12 @@ W_BOUND = 18  # asynchronous: the SSP bound lets it start, or not
 # of the next evaluation, closures let out, the open gate (-1: none), gates made, the step
 # whose counters the rounds wait for, the global step, updates applied (asynchronous),
 # the updates the last checkpoint holds, measuring (0 / 1), dropped gradients, of them in
-# measured steps, checkpoints, records written
+# measured steps, checkpoints, records written, whether a worker went past the steps
+# drawn for it (0 / 1)
 (NFLOWS, WAKESEQ, NPFREE, NSFREE, NBFREE, NEXTID, NSSP, BOUNDARY, DISPATCHED, GATE_OPEN,
  GATES, ROUNDSTEP, GLOBALSTEP, COMPLETED, LASTHELD, MEASURED, DROPPED, DROPPEDM,
- CHECKPOINTS, ROWS) = range(20)
-N_COUNTERS = 20
+ CHECKPOINTS, ROWS, SHORT) = range(21)
+N_COUNTERS = 21
 # `fl`: when the flows' bytes left were last brought up to date, bytes on the network,
 # the pending wake-up's time (inf: none)
 LAST, NETBYTES, WAKE_AT = 0, 1, 2

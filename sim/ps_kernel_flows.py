@@ -38,6 +38,8 @@ def add_flow(w, j, direction, size, slot, at, now, slots, slotf, c,  # type: ign
              slot_of, heap, seq):
     """A flow of transfer `slot` waits for its start at `at`: the instant's first one
     schedules it (the flows by start time, each instant once: np.unique's order)."""
+    if c[NPFREE] == 0:
+        raise RuntimeError("more waiting flows than the compiled engine made room for")
     p = slots[PFREE, c[NPFREE] - 1]
     c[NPFREE] -= 1
     slots[PW, p] = w
@@ -47,6 +49,8 @@ def add_flow(w, j, direction, size, slot, at, now, slots, slotf, c,  # type: ign
     slots[PBATCH, p] = slot
     slots[PNEXT, p] = -1
     if at not in slot_of:
+        if c[NSFREE] == 0:
+            raise RuntimeError("more start instants than the compiled engine made room for")
         s = slots[SFREE, c[NSFREE] - 1]
         c[NSFREE] -= 1
         slot_of[at] = s

@@ -150,6 +150,8 @@ def start(slot, now, pull_paths, push_paths, slots, slotf, c, slot_of,  # type: 
     while p >= 0:
         j, w = slots[PJ, p], slots[PW, p]
         paths = pull_paths if slots[PDIR, p] == PULL else push_paths
+        if ls[COUNTS, FFREE] == 0:
+            raise RuntimeError("more flows than the compiled engine made room for")
         ls[COUNTS, FFREE] -= 1
         f = ls[FFREE, ls[COUNTS, FFREE]]
         for k in range(width):

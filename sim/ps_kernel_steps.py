@@ -29,6 +29,7 @@ from .ps_kernel_calendar import (
     NORMAL,
     NSSP,
     ROWS,
+    SHORT,
     SSPIT,
     SSPW,
     SUPDATED,
@@ -192,9 +193,10 @@ def apply_update(w, step, now, ints, times, c, fl, wi, step_ends, totals, heap, 
 
 
 @njit(cache=True)
-def record_step(w, step, now, asynchronous, c, wi, wf, rec_int, rec, total):  # type: ignore[no-untyped-def]
+def record_step(w, step, now, asynchronous, c, wi, wf, rec_int, rec, total, drawn):  # type: ignore[no-untyped-def]
     """Simulation.record: the pull and push spans, exposed beyond compute; then the
-    worker's next step (returns whether it has none)."""
+    worker's next step (returns whether it has none). `drawn`: the steps whose factors
+    and delays were drawn; a worker past them stops the run short (`c[SHORT]`)."""
     rows = c[ROWS]
     if rows >= rec.shape[0]:
         raise RuntimeError("more records than the compiled engine made room for")
@@ -219,6 +221,10 @@ def record_step(w, step, now, asynchronous, c, wi, wf, rec_int, rec, total):  # 
     c[ROWS] = rows + 1
     following = step + 1 if asynchronous else max(step + 1, c[GLOBALSTEP])
     if following >= total:
+        wi[WS, w] = W_DONE
+        return True
+    if following >= drawn:
+        c[SHORT] = 1
         wi[WS, w] = W_DONE
         return True
     wi[WSTEP, w] = following

@@ -52,6 +52,8 @@ from .ps_kernel_flows import add_flow
 @njit(cache=True, inline="always")
 def new_transfer(direction, w, g, c, slots):  # type: ignore[no-untyped-def]
     """A free transfer slot, numbered in the order transfers are made."""
+    if c[NBFREE] == 0:
+        raise RuntimeError("more transfers than the compiled engine made room for")
     slot = slots[BFREE, c[NBFREE] - 1]
     c[NBFREE] -= 1
     slots[XID, slot] = c[NEXTID]

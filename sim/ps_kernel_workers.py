@@ -204,7 +204,7 @@ def resume_worker(w, now, ints, times, parts, latency, inter, compute, jitter,  
             checkpointed(w, now, c, wi, totals)
         elif state == W_RECORD:
             waits = record_step(w, step, now, asynchronous, c, wi, wf, rec_int, rec,
-                                step_ends.shape[0])
+                                step_ends.shape[0], jitter.shape[2])
         else:
             waits = True
         if waits:

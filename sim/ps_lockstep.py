@@ -89,37 +89,50 @@ def run(sim: Simulation) -> SimulationOutcome:
     groups = dataflow.groups
     parts = np.array([g.nbytes for g in groups], dtype=float).reshape(len(groups), shards)
     times, ints = _settings(sim, dataflow)
-    # a record per worker-step; asynchronously, per update (the run stops at the last)
-    room = n * total if sim.spec.strategy.sync else total + n
-    rec_int = np.zeros((room, 3), dtype=np.int64)
-    rec = np.zeros((room, 6))
-    totals = np.zeros(8)
-    totals[0] = np.nan  # the measurement's start, once known
-    step_ends = np.full(total, np.nan)
     pull_paths, pull_latency, pull_inter, push_paths, push_latency, push_inter = _routes(
         sim, servers.nodes
     )
-    rows = ps_kernel.run(
-        topo.capacity,
-        pull_paths,
-        pull_latency,
-        pull_inter,
-        push_paths,
-        push_latency,
-        push_inter,
-        parts,
-        np.array([g.forward_s for g in groups], dtype=float),
-        np.array([g.backward_s for g in groups], dtype=float),
-        sim.stragglers.factors(n, total),
-        sim.stragglers.delays(n, total),
-        times,
-        ints,
-        rec_int,
-        rec,
-        step_ends,
-        totals,
-        flowkernel.scratch(len(topo.capacity), 2 * n * shards * len(groups) + 1, topo.max_path),
-    )
+    forward_s = np.array([g.forward_s for g in groups], dtype=float)
+    backward_s = np.array([g.backward_s for g in groups], dtype=float)
+    # the flows in flight at once: a worker's pulls or pushes of one step (with backup
+    # workers, a late worker's pushes still move while it runs the next step)
+    flows = shards * len(groups) if sim.spec.strategy.backup_workers else np.count_nonzero(parts)
+    work = flowkernel.scratch(len(topo.capacity), 2 * n * int(flows) + 1, topo.max_path)
+    # synchronously, a worker's step is the job's; asynchronously, its own count, drawn
+    # for twice the even share and, should a worker outrun that, again for twice as many
+    drawn = total if sim.spec.strategy.sync else min(total, 2 * -(-total // n) + 16)
+    while True:
+        # a record per worker-step; asynchronously, per update (the run stops at the last)
+        room = n * total if sim.spec.strategy.sync else total + n
+        rec_int = np.zeros((room, 3), dtype=np.int64)
+        rec = np.zeros((room, 6))
+        totals = np.zeros(8)
+        totals[0] = np.nan  # the measurement's start, once known
+        step_ends = np.full(total, np.nan)
+        rows = ps_kernel.run(
+            topo.capacity,
+            pull_paths,
+            pull_latency,
+            pull_inter,
+            push_paths,
+            push_latency,
+            push_inter,
+            parts,
+            forward_s,
+            backward_s,
+            sim.stragglers.factors(n, drawn),
+            sim.stragglers.delays(n, drawn),
+            times,
+            ints,
+            rec_int,
+            rec,
+            step_ends,
+            totals,
+            work,
+        )
+        if rows >= 0:
+            break
+        drawn = min(total, 2 * drawn)
     return _outcome(sim, rec_int[:rows], rec[:rows], step_ends, totals)
 
 

@@ -219,3 +219,27 @@ def test_evaluation_barrier(sets: tuple[str, ...], staleness: str) -> None:
     assert held
     for spec in held:
         assert_same(spec)
+
+
+def test_asynchronous_worker_past_its_draws() -> None:
+    # seven of eight workers 4x slower, compute-bound: worker 0 takes about 148 of the
+    # 400 updates, past the 116 steps drawn at first (twice the even share, plus 16),
+    # so the engine draws again for it; the records still equal the event engine's
+    spec = make_spec(
+        **{
+            "model": "mlp",
+            "cluster.device": "cpu",
+            "cluster.hosts": 8,
+            "strategy": {"kind": "parameter_server", "servers": 2, "sync": False},
+            "stragglers": {
+                "jitter": 0.1,
+                "slow": [{"workers": [1, 2, 3, 4, 5, 6, 7], "factor": 4}],
+            },
+            "training.steps": 400,
+            "training.batch_per_worker": 4096,
+        }
+    )
+    assert_same(spec)
+    fast = Simulation(spec).run()
+    workers = fast.records.column("worker")
+    assert np.count_nonzero(workers == 0) > 2 * (400 // 8) + 16
