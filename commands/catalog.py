@@ -30,6 +30,7 @@ _SOURCES = {
     "models": "scenarios/catalog/models/<name>.yaml",
     "convergence": "scenarios/catalog/convergence.yaml",
     "collectives": "scenarios/catalog/collectives.yaml",
+    "prices": "scenarios/catalog/prices.yaml",
 }
 _SHORT_DTYPE = {
     "float64": "fp64",
@@ -88,6 +89,7 @@ def devices() -> Table:
         "efficiency",
         "memory",
         "memory bandwidth",
+        "power tdp/idle",
         "description",
     ]
     rows = []
@@ -106,7 +108,44 @@ def devices() -> Table:
                 _or_dash(
                     _si(e.get("memory_bandwidth"), "bandwidth"), lambda x: f"{_num(x / 1e9)} GB/s"
                 ),
+                _power(e.get("power")),
                 e.get("description", ""),
+            ]
+        )
+    return header, rows
+
+
+def _power(power: Any) -> str:
+    """A device's `power` as `400/60 W` (tdp/idle), `-` where unknown."""
+    if not isinstance(power, dict):
+        return "-"
+    return f"{_num(parse(power['tdp'], 'power'))}/{_num(parse(power['idle'], 'power'))} W"
+
+
+def _usd(rate: Any, market: str) -> str:
+    """An hourly price in one market: `32.77`, `-` where not listed."""
+    if isinstance(rate, dict):
+        return "-" if rate.get(market) is None else _num(parse(rate[market], "money"))
+    # one amount: the entry's own market
+    return _num(parse(rate, "money")) if market == "on_demand" and rate is not None else "-"
+
+
+def prices() -> Table:
+    header = ["instance", "where", "devices", "USD/h on-demand", "USD/h spot", "per", "date"]
+    rows = []
+    for name in catalog.listed("price"):
+        e = catalog.entry("price", name)
+        per = "host" if e.get("per_host_hour") is not None else "device"
+        rate = e.get(f"per_{per}_hour")
+        rows.append(
+            [
+                name,
+                f"{e.get('provider', '')} {e.get('region', '')}".strip() or "-",
+                f"{e.get('devices_per_host', '?')}x {e.get('device', '?')}",
+                _usd(rate, "on_demand"),
+                _usd(rate, "spot"),
+                per,
+                str(e.get("date", "-")),
             ]
         )
     return header, rows
@@ -241,6 +280,7 @@ KINDS: dict[str, Callable[[], Table]] = {
     "models": models,
     "convergence": convergence,
     "collectives": collectives,
+    "prices": prices,
 }
 
 
@@ -253,6 +293,8 @@ def _sources(kind: str) -> str:
         )
     if kind == "convergence":
         return f"Sources: each entry's `source`; the fitted figures' details in {where}."
+    if kind == "prices":
+        return f"Sources: each entry's `source` and `date`; the details in {where}."
     return f"Sources: the comment beside each number in {where}."
 
 

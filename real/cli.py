@@ -235,6 +235,7 @@ def _write(
     placement = {p.point_id: p.placement for p in points if p.placement}
     if placement:  # real.engine: spark: where each process ran
         meta["placement"] = placement
+    meta["costs"] = {p.point_id: p.costs for p in points if p.costs is not None}
     targets = {p.point_id: p.target for p in points if p.target}
     if targets:  # why a point's time-to-target columns are empty
         meta["targets"] = targets

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from costing import point_costs
 from results.stats import combine
 from scenarios import vocab
 from scenarios.errors import NotModelledError
@@ -96,6 +97,8 @@ class RealPoint:
     target: str | None = None  # why the time-to-target columns are empty
     # a pipeline's stages' CPU samples (the first run's): (stage, host clock, CPU seconds)
     busy: list[tuple[int, float, float]] | None = None
+    # meta.json's `costs`: which money and energy figures were known, and their sources
+    costs: dict[str, Any] | None = None
 
 
 _BASELINES: dict[str, float] = {}
@@ -264,7 +267,7 @@ def run(
                 raise
             if repetition + 1 < point.spec.real.repeats:
                 continue
-            done.append(merge_repeats(runs[point.id]))
+            done.append(priced(point.spec, merge_repeats(runs[point.id])))
             if trace:  # of the first run
                 first = done[-1].steps
                 done[-1].trace = trace_of(
@@ -284,6 +287,14 @@ def round_order(points: Sequence[Point], repetition: int) -> list[Point]:
     start = (repetition // 2) % len(points) if points else 0
     turned = list(points[start:]) + list(points[:start])
     return turned[::-1] if repetition % 2 else turned
+
+
+def priced(spec: ScenarioSpec, point: RealPoint) -> RealPoint:
+    """`point` with its money and energy columns (costing/, as the simulator's) and
+    meta.json's note of them."""
+    money, point.costs = point_costs(spec, point.row)
+    point.row.update(money)
+    return point
 
 
 def merge_repeats(runs: list[RealPoint]) -> RealPoint:

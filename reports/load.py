@@ -48,6 +48,7 @@ ADDED_COLUMNS = {
     "fits": True,  # every point was timed
     "peak_learning_rate": float("nan"),  # not recorded
     "evaluation_time_s": float("nan"),  # not recorded
+    **dict.fromkeys(vocab.MONEY_AND_ENERGY, float("nan")),  # not priced
 }
 #: steps.csv columns the report reads (the file has all of vocab.STEP_COLUMNS)
 STEP_NUMBERS = ("worker", "step", "start_s", "compute_end_s", "comm_end_s", "end_s", "staleness")

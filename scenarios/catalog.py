@@ -1,4 +1,5 @@
-"""The catalog: named models, devices, host links and networks, read from YAML data files.
+"""The catalog: named models, devices, host links, networks and cloud instances' prices,
+read from YAML data files.
 
 Every number in `catalog/*.yaml` carries its source in a comment. A scenario may name an
 entry (`device: v100`) or start from one and override fields (`{base: v100, efficiency: 0.4}`).
@@ -14,7 +15,9 @@ from typing import Any, Literal
 
 import yaml
 
-CatalogKind = Literal["model", "device", "link", "network", "collective", "convergence"]
+CatalogKind = Literal[
+    "model", "device", "link", "network", "collective", "convergence", "price"
+]
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
 _FILES = {
@@ -23,6 +26,7 @@ _FILES = {
     "network": "networks.yaml",
     "collective": "collectives.yaml",
     "convergence": "convergence.yaml",
+    "price": "prices.yaml",
 }
 
 

@@ -1,5 +1,6 @@
 """The cluster of a scenario (`cluster:`): hosts of devices, the links inside a host and
-the network between hosts, each a catalog name or its own figures (docs/scenarios.md).
+the network between hosts, each a catalog name or its own figures; what a host-hour or a
+device-hour costs, and what the devices and hosts draw (docs/scenarios.md).
 """
 
 from __future__ import annotations
@@ -12,11 +13,33 @@ from .fields import (
     COMPUTE_DTYPES,
     Bandwidth,
     Bytes,
+    Dollars,
     FlopRate,
     Seconds,
     Strict,
+    Watts,
     _catalog_ref,
 )
+
+#: where an instance's price applies: on-demand (the list price) or spot (interruptible)
+Market = Literal["on_demand", "spot"]
+#: a price: one amount, or one per market (a catalog instance lists both where published)
+Hourly = Dollars | dict[Market, Dollars]
+
+
+class PowerSpec(Strict):
+    """What one device draws: at its thermal design power when busy, `idle` when it waits
+    (both in watts), and where the figures come from."""
+
+    tdp: Watts
+    idle: Watts
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _idle_below_tdp(self) -> PowerSpec:
+        if self.idle > self.tdp:
+            raise ValueError(f"idle ({self.idle:g} W) above tdp ({self.tdp:g} W)")
+        return self
 
 
 class DeviceSpec(Strict):
@@ -35,6 +58,8 @@ class DeviceSpec(Strict):
     # gpu: collectives run on NCCL (its per-collective and per-step latencies apply);
     # cpu: TensorFlow's gRPC ring on the host
     kind: Literal["gpu", "cpu"] = "gpu"
+    # what it draws (energy_kwh); null: unknown, and so is the point's energy
+    power: PowerSpec | None = None
 
     @field_validator("peak_flops", mode="before")
     @classmethod
@@ -105,6 +130,48 @@ class NetworkSpec(Strict):
     step_latency: Seconds = 0.0
 
 
+class PriceSpec(Strict):
+    """What renting the cluster costs, in USD per host-hour (a cloud instance) or per
+    device-hour: a catalog instance (`p4d.24xlarge`, prices.yaml) or an amount of its own
+    (`{per_host_hour: 32.77 USD}`), in the on-demand or the spot market."""
+
+    name: str = "custom"
+    base: str | None = None
+    description: str = ""
+    provider: str = ""
+    region: str = ""
+    # the catalog device an instance carries, and how many per host (what it rents out)
+    device: str | None = None
+    devices_per_host: int | None = Field(default=None, ge=1)
+    per_host_hour: Hourly | None = None
+    per_device_hour: Hourly | None = None
+    market: Market = "on_demand"
+    source: str = ""
+    date: str = ""  # when the price was read (ISO date), prices change
+
+    @model_validator(mode="after")
+    def _one_rate_for_the_market(self) -> PriceSpec:
+        given = [r for r in (self.per_host_hour, self.per_device_hour) if r is not None]
+        if len(given) != 1:
+            raise ValueError("give per_host_hour or per_device_hour (one of them, in USD)")
+        if isinstance(given[0], dict) and self.market not in given[0]:
+            listed = ", ".join(given[0]) or "none"
+            raise ValueError(f"no {self.market} price for {self.name} (listed: {listed})")
+        return self
+
+    @property
+    def per(self) -> Literal["host", "device"]:
+        """What one unit of the rate rents: a host (instance) or a device."""
+        return "host" if self.per_host_hour is not None else "device"
+
+    @property
+    def usd_per_hour(self) -> float:
+        """USD per hour of one host or device (`per`), in the scenario's market."""
+        rate = self.per_host_hour if self.per_host_hour is not None else self.per_device_hour
+        assert rate is not None  # _one_rate_for_the_market
+        return rate[self.market] if isinstance(rate, dict) else rate
+
+
 class ClusterSpec(Strict):
     hosts: int = Field(default=1, ge=1)
     devices_per_host: int = Field(default=1, ge=1)
@@ -125,6 +192,13 @@ class ClusterSpec(Strict):
         default="pcie3", validate_default=True
     )
     profile: str | None = None
+    # what renting it costs (cost_usd); null: unknown
+    price: Annotated[PriceSpec | None, _catalog_ref("price")] = None
+    # what a host draws beside its devices (CPUs, memory, NICs, fans); null: the default
+    # for the device's kind (costing.host_power_w, docs/scenarios.md)
+    host_power: Watts | None = None
+    # power usage effectiveness: the data centre's draw per watt of its machines
+    pue: float = Field(default=1.1, ge=1.0)
 
     @property
     def workers(self) -> int:

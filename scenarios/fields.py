@@ -22,6 +22,8 @@ _EXAMPLES: dict[str, str] = {
     "flops": "4.1 GFLOP",
     "flop_rate": "15.7 TFLOP/s",
     "count": "25.6e6",
+    "power": "300 W",
+    "money": "32.77 USD",
 }
 
 
@@ -60,6 +62,8 @@ Bandwidth = Annotated[float, _convert("bandwidth", gt=0), _schema("bandwidth")]
 Flops = Annotated[float, _convert("flops", ge=0), _schema("flops")]
 FlopRate = Annotated[float, _convert("flop_rate", gt=0), _schema("flop_rate")]
 Count = Annotated[float, _convert("count", ge=0), _schema("count")]
+Watts = Annotated[float, _convert("power", ge=0), _schema("power")]
+Dollars = Annotated[float, _convert("money", ge=0), _schema("money")]
 
 
 def _catalog_ref(kind: catalog.CatalogKind) -> BeforeValidator:

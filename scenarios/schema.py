@@ -20,6 +20,7 @@ _CATALOG_FIELDS: dict[tuple[str, str], catalog.CatalogKind] = {
     ("ClusterSpec", "device"): "device",
     ("ClusterSpec", "host_link"): "link",
     ("ClusterSpec", "network"): "network",
+    ("ClusterSpec", "price"): "price",
 }
 
 

@@ -7,7 +7,8 @@ because bits versus bytes is the classic mistake; so is a unit that pint reads m
 one way, and pint's own warning about it never reaches the terminal.
 
 pint treats bits and bytes as dimensionless; this registry gives them their own dimension
-(`[information]`) so that `64 MiB` can never be read as a plain count, and adds `FLOP`.
+(`[information]`) so that `64 MiB` can never be read as a plain count, and adds `FLOP`
+and `USD` (a dimension of its own, `[currency]`: a price is never a plain number).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Literal
 
 import pint
 
-Kind = Literal["time", "bytes", "bandwidth", "flops", "flop_rate", "count"]
+Kind = Literal["time", "bytes", "bandwidth", "flops", "flop_rate", "count", "power", "money"]
 
 #: The pint dimensionality each kind must have, and the SI unit it is converted to.
 _KINDS: dict[str, tuple[str, str, str]] = {
@@ -34,6 +35,9 @@ _KINDS: dict[str, tuple[str, str, str]] = {
     "flops": ("[flop]", "FLOP", "4.1 GFLOP"),
     "flop_rate": ("[flop] / [time]", "FLOP/s", "15.7 TFLOP/s"),
     "count": ("dimensionless", "", "25.6e6"),
+    "power": ("[power]", "W", "300 W"),
+    # prices: US dollars only (no exchange rates are modelled); `USD` is the unit
+    "money": ("[currency]", "USD", "32.77 USD"),
 }
 
 
@@ -53,6 +57,7 @@ def registry() -> pint.UnitRegistry:
             else:
                 lines.append(line)
     lines.append("FLOP = [flop] = flop")
+    lines.append("USD = [currency]")
     ureg: pint.UnitRegistry = pint.UnitRegistry(None)
     ureg.load_definitions(lines)
     ureg._build_cache()  # noqa: SLF001 - load_definitions does not build it by itself
@@ -70,6 +75,8 @@ def parse(value: object, kind: Kind) -> float:
     if isinstance(value, int | float):
         if kind == "count":
             return _finite(float(value), example)
+        if kind == "money":
+            raise ValueError(f"a price needs its currency, e.g. '{value} USD'")
         raise ValueError(
             f"a bare number needs a unit here, e.g. '{value} {example.split(' ', 1)[1]}'"
         )
@@ -89,6 +96,8 @@ def parse(value: object, kind: Kind) -> float:
             raise ValueError(f"expected a plain count such as '{example}', not {q.units:~}")
         return _finite(float(q.to("dimensionless").magnitude), example)
     if q.dimensionality != ureg.get_dimensionality(dim):
+        if kind == "money":
+            raise ValueError(f"a price needs its currency in USD, e.g. '{example}'")
         hint = " ('Gb' is the gilbert: write 'Gbit')" if "gilbert" in str(q.units) else ""
         raise ValueError(f"expected a {kind.replace('_', ' ')} such as '{example}'{hint}")
     return _finite(float(q.to(si_unit).magnitude), example)
@@ -148,4 +157,8 @@ def fmt(value: float, kind: Kind) -> str:
         return f"{value / 1e9:.4g} GFLOP"
     if kind == "flop_rate":
         return f"{value / 1e12:.4g} TFLOP/s"
+    if kind == "power":
+        return f"{value:.4g} W"
+    if kind == "money":
+        return f"{value:.4g} USD"
     return f"{value:.6g}"

@@ -34,6 +34,10 @@ def trace_file(point_id: str) -> str:
     return f"trace-{point_id}.json"
 
 
+#: results.csv's money and energy (costing/), its last columns: the whole run's, and to the
+#: target; empty where a figure they need is unknown (meta.json's `costs` says which)
+MONEY_AND_ENERGY = ("cost_usd", "energy_kwh", "cost_to_target_usd", "energy_to_target_kwh")
+
 #: results.csv, one row per sweep point, in this column order (docs/scenarios.md, "Result files").
 RESULT_COLUMNS = (
     "point",
@@ -77,6 +81,7 @@ RESULT_COLUMNS = (
     "peak_memory_bytes",
     "fits",
     "wall_time_s",
+    *MONEY_AND_ENERGY,
 )
 
 #: results.csv's time-to-target columns: empty where the point has no target or did not

@@ -298,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra["steps_form"] = args.steps
     extra["timed_steps"] = result.timed
     extra["engines"] = result.engines
+    extra["costs"] = result.costs
     meta = provenance(scenario, "sim", extra)
     write_run(out_dir, results, result.steps, meta, result.traces, result.curves)
     if not args.quiet:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from costing import point_costs
 from measured.profile import Profile, load_profile, profiles_of
 from results.stats import combine
 from scenarios import vocab
@@ -51,6 +52,8 @@ class PointResult:
     timed: dict[str, Any] = field(default_factory=dict)
     #: meta.json's `engines`: the engine that timed the point (`SimulationOutcome.engine`)
     engine: str = "events"
+    #: meta.json's `costs`: which money and energy figures were known, and their sources
+    costs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,6 +105,11 @@ class RunResult:
     def engines(self) -> dict[str, str]:
         """meta.json's `engines`: per timed point, the engine that timed it."""
         return {p.point_id: p.engine for p in self.points if p.row.get("fits") is not False}
+
+    @property
+    def costs(self) -> dict[str, dict[str, Any]]:
+        """meta.json's `costs`: per point, its money and energy figures' sources."""
+        return {p.point_id: p.costs for p in self.points}
 
     @property
     def targets(self) -> dict[str, str]:
@@ -244,6 +252,8 @@ def simulate_point(
     row["peak_memory_bytes"] = memory["peak_memory_bytes"]
     row["fits"] = True
     row["wall_time_s"] = time.perf_counter() - started
+    money, costs = point_costs(spec, row)
+    row.update(money)
     why = None
     for run in runs:  # the first replication's reason that says something
         why = why or run.why
@@ -260,6 +270,7 @@ def simulate_point(
         memory,
         timed_note(spec),
         runs[0].engine,
+        costs,
     )
 
 
@@ -276,8 +287,11 @@ def _unfit_result(point: Point, memory: dict[str, Any], steps: str, started: flo
         "fits": False,
         "wall_time_s": time.perf_counter() - started,
     }
+    money, costs = point_costs(spec, untimed)
+    untimed.update(money)
     header = vocab.STEP_COLUMNS if steps == vocab.STEPS_ALL else vocab.STEP_SUMMARY_COLUMNS
-    return PointResult(point.id, untimed, pd.DataFrame(columns=list(header)), memory=memory)
+    frame = pd.DataFrame(columns=list(header))
+    return PointResult(point.id, untimed, frame, memory=memory, costs=costs)
 
 
 def timed_note(spec: ScenarioSpec) -> dict[str, Any]:

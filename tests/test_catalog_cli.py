@@ -68,13 +68,22 @@ def test_resnet50_shows_its_parameters(capsys: pytest.CaptureFixture[str]) -> No
 def test_every_kind_has_its_table(capsys: pytest.CaptureFixture[str]) -> None:
     everything = printed(capsys)
     blocks = {b.split("\n", 1)[0]: b.split("\n", 1)[1] for b in everything.split("\n\n")}
-    assert list(blocks) == ["devices", "links", "networks", "models", "convergence", "collectives"]
+    assert list(blocks) == [
+        "devices",
+        "links",
+        "networks",
+        "models",
+        "convergence",
+        "collectives",
+        "prices",
+    ]
     for kind, name in (
         ("devices", "devices.yaml"),
         ("links", "links.yaml"),
         ("networks", "networks.yaml"),
         ("convergence", "convergence.yaml"),
         ("collectives", "collectives.yaml"),
+        ("prices", "prices.yaml"),
     ):
         assert list(table(blocks[kind])) == file_entries(name), kind
         assert f"scenarios/catalog/{name}" in blocks[kind].splitlines()[-1]
@@ -86,6 +95,11 @@ def test_every_kind_has_its_table(capsys: pytest.CaptureFixture[str]) -> None:
     convergence = table(blocks["convergence"])["resnet50"]
     assert convergence["noise scale"] == "1000 samples"  # McCandlish et al. 2018, Table 1
     assert "McCandlish" in convergence["source"]
+    # AWS's us-east-1 list price of p4d.24xlarge, 32.7726 USD per instance-hour
+    p4d = table(blocks["prices"])["p4d.24xlarge"]
+    assert (p4d["USD/h on-demand"], p4d["devices"]) == ("32.77", "8x a100")
+    # NVIDIA A100 SXM4 datasheet: 400 W
+    assert table(blocks["devices"])["a100"]["power tdp/idle"] == "400/60 W"
 
 
 def test_markdown(capsys: pytest.CaptureFixture[str]) -> None:
