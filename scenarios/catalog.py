@@ -115,6 +115,12 @@ def resolve(kind: CatalogKind, value: Any) -> Any:
             if "keras" in overrides and not {"params", "flops_per_sample"} & overrides.keys():
                 merged.pop("params", None)
                 merged.pop("flops_per_sample", None)
+        rates = {"per_host_hour", "per_device_hour"} & overrides.keys()
+        if kind == "price" and rates:
+            # a price of the scenario's own: the entry's other rate, and its source and
+            # date, no longer apply
+            for key in {"per_host_hour", "per_device_hour", "source", "date"} - overrides.keys():
+                merged.pop(key, None)
         if "name" not in overrides and len(overrides) > 1:
             merged["name"] = base  # an override keeps the entry's name unless renamed
         merged.update(overrides)

@@ -15,6 +15,7 @@ from costing import J_PER_KWH, billed_seconds, cost_usd, host_power_w, point_cos
 from real.runner import RealPoint, priced
 from scenarios import loads, vocab
 from scenarios.cluster import ClusterSpec
+from scenarios.errors import ScenarioError
 from sim.cli import main as simulate
 
 ONE_HOUR = 3600.0
@@ -184,3 +185,18 @@ def test_run_real_fills_the_columns_for_a_cpu_run(tmp_path: Path) -> None:
     assert row["energy_kwh"] == pytest.approx(watts * hours * ONE_HOUR / J_PER_KWH)
     (note,) = json.loads((out / vocab.META_FILE).read_text())["costs"].values()
     assert note["known"] == ["cost_usd", "energy_kwh"]
+
+
+def test_a_price_of_ones_own_over_an_instance_drops_its_source() -> None:
+    # what you pay for a p5.48xlarge yourself: the catalog's source and date no longer apply
+    spec = loads(SCENARIO, ["cluster.price={base: p5.48xlarge, per_device_hour: 7 USD}"])
+    point = spec.points[0].spec
+    columns, note = point_costs(point, {"training_time_s": ONE_HOUR, "compute_time_frac": 1.0})
+    assert columns["cost_usd"] == pytest.approx(4 * 7.0)  # 4 devices x 1 h
+    assert (note["price"]["source"], note["price"]["date"]) == ("the scenario", "")
+    # a market the entry does not list is refused
+    with pytest.raises(ScenarioError, match="no spot price for p5.48xlarge"):
+        loads(
+            SCENARIO,
+            ["cluster.price={base: p5.48xlarge, per_host_hour: {on_demand: 55 USD}, market: spot}"],
+        )
