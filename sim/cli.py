@@ -147,20 +147,8 @@ def _given(value: Any) -> bool:
     return value is not None and value == value
 
 
-def summary_table(results: pd.DataFrame) -> str:
-    """The terminal summary: one line per point; columns for features in use."""
-    records = results.to_dict(orient="records")
-    headers = [
-        "point",
-        "workers",
-        "strategy",
-        "measured",
-        "samples",
-        "step time",
-        "samples/s",
-        "scaling eff",
-        "comm share",
-    ]
+def _extra_columns(records: list[dict[Any, Any]]) -> list[tuple[str, str, str]]:
+    """The summary's columns for features in use: (header, column, format)."""
     extra: list[tuple[str, str, str]] = []  # (header, column, format)
     if any(not r["sync"] for r in records):
         extra += [
@@ -185,8 +173,30 @@ def summary_table(results: pd.DataFrame) -> str:
             ("epochs to target", "epochs_to_target", "{:,.2f}"),
             ("samples to target", "samples_to_target", "{:,.0f}"),
         ]
+    if any(_given(r.get("cost_usd")) for r in records):  # priced: money and energy
+        extra += [("cost", "cost_usd", "{:,.2f} USD"), ("energy", "energy_kwh", "{:,.3g} kWh")]
+        if any(_given(r.get("cost_to_target_usd")) for r in records):
+            extra.append(("cost to target", "cost_to_target_usd", "{:,.2f} USD"))
     if any(_given(r.get("peak_learning_rate")) for r in records):
         extra.append(("peak lr", "peak_learning_rate", "{:.4g}"))
+    return extra
+
+
+def summary_table(results: pd.DataFrame) -> str:
+    """The terminal summary: one line per point; columns for features in use."""
+    records = results.to_dict(orient="records")
+    headers = [
+        "point",
+        "workers",
+        "strategy",
+        "measured",
+        "samples",
+        "step time",
+        "samples/s",
+        "scaling eff",
+        "comm share",
+    ]
+    extra = _extra_columns(records)
     headers += [h for h, _, _ in extra]
     rows: list[list[str]] = []
     for r in records:

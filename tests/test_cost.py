@@ -17,6 +17,7 @@ from scenarios import loads, vocab
 from scenarios.cluster import ClusterSpec
 from scenarios.errors import ScenarioError
 from sim.cli import main as simulate
+from sim.cli import summary_table
 
 ONE_HOUR = 3600.0
 
@@ -140,6 +141,9 @@ def test_simulate_fills_the_columns_and_meta_says_what_was_known(tmp_path: Path)
         watts = 1.1 * (4 * (1.5 + 3.5 * busy) + 2 * 60.0)
         assert row["energy_kwh"] == pytest.approx(watts * hours * ONE_HOUR / J_PER_KWH)
         assert math.isnan(row["cost_to_target_usd"]) and math.isnan(row["energy_to_target_kwh"])
+    header, _, free_line, paid_line = summary_table(results).splitlines()
+    assert "cost" in header.split() and "energy" in header.split()
+    assert "USD" not in free_line and f"{paid['cost_usd']:,.2f} USD" in paid_line
     costs = json.loads((out / vocab.META_FILE).read_text())["costs"]
     free_note, paid_note = (costs[p] for p in results["point"])
     assert free_note["price"] == {"known": False, "why": "no cluster.price"}
