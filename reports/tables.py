@@ -241,4 +241,16 @@ def points_table(report: Report) -> Table:
         ]
         for r in records(report.frame)
     ]
+    if report.frame["cost_usd"].notna().any():  # priced (cluster.price): money and energy
+        header += ["cost", "energy"]
+        for row, r in zip(rows, records(report.frame), strict=True):
+            row += [_money(r["cost_usd"]), _energy(r["energy_kwh"])]
     return header, rows
+
+
+def _money(usd: float) -> str:
+    return "" if usd != usd else f"{usd:,.2f} USD"
+
+
+def _energy(kwh: float) -> str:
+    return "" if kwh != kwh else f"{kwh:.3g} kWh"

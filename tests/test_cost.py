@@ -204,3 +204,18 @@ def test_a_price_of_ones_own_over_an_instance_drops_its_source() -> None:
             SCENARIO,
             ["cluster.price={base: p5.48xlarge, per_host_hour: {on_demand: 55 USD}, market: spot}"],
         )
+
+
+def test_the_report_lists_cost_and_energy_of_priced_points(tmp_path: Path) -> None:
+    from reports.cli import main as report
+
+    path = tmp_path / "cost.yaml"
+    path.write_text(SCENARIO.replace("network: 1GbE}", "network: 1GbE, price: p3.16xlarge}"))
+    out = tmp_path / "out"
+    assert simulate([str(path), "--out", str(out), "--quiet"]) == 0
+    (row,) = pd.read_csv(out / vocab.RESULTS_FILE).to_dict("records")
+    assert report([str(out), "--out", str(tmp_path / "report")]) == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    (points,) = [line for line in text.splitlines() if line.startswith("| point | backend | conf")]
+    assert points.endswith("| cost | energy |")
+    assert f"| {row['cost_usd']:,.2f} USD | {row['energy_kwh']:.3g} kWh |" in text
