@@ -126,8 +126,13 @@ def _keras_layers() -> ModuleType:
     return sys.modules[name]
 
 
+#: the models written in closed form by tools/gen_published_models.py, which have no Keras
+#: builder (tested in tests/test_workloads_published.py)
+CLOSED_FORM = ("bert_large", "gpt3_175b", "retinanet_resnext50")
+
+
 def test_catalog_has_exactly_the_generated_models() -> None:
-    assert sorted(p.stem for p in MODELS_DIR.glob("*.yaml")) == sorted(MODELS)
+    assert sorted(p.stem for p in MODELS_DIR.glob("*.yaml")) == sorted(MODELS + CLOSED_FORM)
 
 
 @pytest.mark.parametrize("name", MODELS)
