@@ -214,3 +214,13 @@ def test_simulation_is_mccandlish_e_of_b(name: str) -> None:
     assert exact <= simulated + 1e-6 * exact
     assert simulated < exact + step + batch  # the first evaluation past it (and its step)
     assert math.isfinite(simulated)
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_docs_show_the_tools_table(name: str) -> None:
+    """docs/simulator.md sets each catalog entry's figures beside the published ones, as
+    `python tools/fit_published_convergence.py` prints them."""
+    w = WORKLOADS[name]
+    spec = ConvergenceSpec(**catalog.entry("convergence", name))
+    rows = FIT.table(w, FIT.e_min_of(spec, FIT.TARGETS[name]), spec.noise_scale)[1:]
+    assert "\n".join(rows) in (REPO / "docs" / "simulator.md").read_text(encoding="utf-8")
