@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import ScenarioError
+from .point_ids import point_id_for, sweep_paths, sweep_varying, unique_id
 from .spec import ScenarioSpec, _LocatedError
 from .strategy import Backend
 
@@ -100,6 +101,10 @@ def _build(
     document = parse_document(raw, source)
     for item in sets:
         apply_set(document, item)
+    if "plan" in document:
+        raise ScenarioError(
+            f"plan: {source} is a plan, not a scenario: run `trainscale plan {source}`"
+        )
     document.setdefault("name", name)
     points = with_profile_paths(expand(document), base_dir)
     points = [
@@ -248,30 +253,24 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
 # ------------------------------------------------------------------ sweep
 
 
-def sweep_paths(key: str) -> list[str]:
-    """The field paths a sweep key sets: one, or several joined by commas
-    (`cluster.hosts,strategy.servers`), whose values are then lists of as many values."""
-    return [part.strip() for part in str(key).split(",")]
-
-
-def expand(document: Mapping[str, Any]) -> list[Point]:
-    """The cartesian product of `sweep`, in file order, each point validated. A key that
-    joins several paths with commas sets them together: its values are lists with one
-    value per path (`cluster.hosts,strategy.servers: [[2, 2], [4, 4]]`)."""
-    sweep = document.get("sweep") or {}
+def check_sweep(sweep: Any, where: str) -> None:
+    """Refuses, in one line, a sweep (or a plan's options, `where`) that is not a mapping
+    of field paths to non-empty lists, or that sets a field before a key replacing it."""
     if not isinstance(sweep, dict):
-        raise ScenarioError(f"sweep: must map field paths to lists of values, not {_kind(sweep)}")
+        raise ScenarioError(f"{where}: must map field paths to lists of values, not {_kind(sweep)}")
     for key, listed in sweep.items():
         paths = sweep_paths(key)
         for path in paths:
-            check_path(path, "sweep")
+            check_path(path, where)
         if not isinstance(listed, list) or not listed:
-            raise ScenarioError(f"sweep.{key}: must be a non-empty list of values, got {listed!r}")
+            raise ScenarioError(
+                f"{where}.{key}: must be a non-empty list of values, got {listed!r}"
+            )
         if len(paths) > 1:
             for value in listed:
                 if not isinstance(value, list) or len(value) != len(paths):
                     raise ScenarioError(
-                        f"sweep.{key}: each value must be a list of {len(paths)} values, one "
+                        f"{where}.{key}: each value must be a list of {len(paths)} values, one "
                         f"per path, got {value!r}"
                     )
     set_before: list[tuple[str, str]] = []
@@ -280,17 +279,21 @@ def expand(document: Mapping[str, Any]) -> list[Point]:
             for earlier_key, earlier in set_before:
                 if earlier.startswith(path + "."):
                     raise ScenarioError(
-                        f"sweep.{key}: replaces all of {path}, which sweep.{earlier_key} sets "
+                        f"{where}.{key}: replaces all of {path}, which {where}.{earlier_key} sets "
                         f"before it ({earlier}); list {key} first"
                     )
             set_before.append((str(key), path))
+
+
+def expand(document: Mapping[str, Any]) -> list[Point]:
+    """The cartesian product of `sweep`, in file order, each point validated. A key that
+    joins several paths with commas sets them together: its values are lists with one
+    value per path (`cluster.hosts,strategy.servers: [[2, 2], [4, 4]]`)."""
+    sweep = document.get("sweep") or {}
+    check_sweep(sweep, "sweep")
     base = {k: v for k, v in document.items() if k != "sweep"}
     keys = list(sweep)
-    varying = {
-        path: _varying([v[i] if len(sweep_paths(k)) > 1 else v for v in sweep[k]])
-        for k in keys
-        for i, path in enumerate(sweep_paths(k))
-    }
+    varying = sweep_varying(sweep)
     points: list[Point] = []
     seen: set[str] = set()
 
@@ -307,7 +310,7 @@ def expand(document: Mapping[str, Any]) -> list[Point]:
     combos: list[tuple[Any, ...]] = list(itertools.product(*(sweep[k] for k in keys)))
     for index, combo in enumerate(combos):
         doc, values = resolve(combo)
-        point_id = _unique(point_id_for(values, varying), seen)
+        point_id = unique_id(point_id_for(values, varying), seen)
         try:
             spec = validate(doc)
         except ScenarioError as exc:
@@ -326,54 +329,6 @@ def _fails_alike(document: dict[str, Any], message: str) -> bool:
     except ScenarioError as exc:
         return str(exc) == message
     return False
-
-
-def point_id_for(values: Mapping[str, Any], varying: Mapping[str, set[str]] | None = None) -> str:
-    """A stable, file-name-safe id from the swept values, as a person would write them:
-    `hosts=4_parameter_server,servers=2,sync=false`.
-
-    A swept scalar is `name=value` (the last part of its path); a swept mapping names only
-    its fields that differ between the sweep's values, `field=value` joined by commas, a
-    `kind` by its value alone.
-    """
-    if not values:
-        return "base"
-    parts = []
-    for key, value in values.items():
-        keep = (varying or {}).get(key)
-        if isinstance(value, dict):
-            shown = {k: v for k, v in value.items() if keep is None or k in keep} or value
-            parts.append(
-                ",".join(_label(v) if k == "kind" else f"{k}={_label(v)}" for k, v in shown.items())
-            )
-        else:
-            parts.append(f"{key.rsplit('.', 1)[-1]}={_label(value)}")
-    return re.sub(r"[^A-Za-z0-9.,=_-]+", "-", "_".join(parts))
-
-
-def _varying(values: list[Any]) -> set[str]:
-    """Keys whose values differ between the mappings of one sweep list."""
-    mappings = [v for v in values if isinstance(v, dict)]
-    keys = {k for m in mappings for k in m}
-    return {k for k in keys if len({repr(m.get(k)) for m in mappings}) > 1}
-
-
-def _label(value: Any) -> str:
-    if isinstance(value, dict):
-        return "-".join(_label(v) for v in value.values())
-    if isinstance(value, list):
-        return "-".join(_label(v) for v in value)
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value).replace(" ", "")
-
-
-def _unique(candidate: str, seen: set[str]) -> str:
-    point_id, n = candidate, 2
-    while point_id in seen:
-        point_id, n = f"{candidate}-{n}", n + 1
-    seen.add(point_id)
-    return point_id
 
 
 # ------------------------------------------------------------------ calibration
