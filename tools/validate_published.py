@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from measured.errors import PUBLISHED_ERRORS, error_class  # noqa: E402
 from measured.published import Figure, figures  # noqa: E402
 from reports.compare import mape as percent_mape  # noqa: E402
 from results.files import git_commit, write_atomic  # noqa: E402
@@ -95,6 +96,30 @@ def compare(paths: Sequence[Path], jobs: int = 1) -> list[Compared]:
                 value = float(rows[figure.point.id][figure.metric])
             out.append(Compared(scenario.name, figure, value))
     return out
+
+
+def error_table(compared: Sequence[Compared]) -> str:
+    """measured/errors-published.yaml: each throughput figure's signed error by class
+    (strategy kind / network protocol) and pooled (`all`): `trainscale plan`'s intervals."""
+    classes: dict[str, list[float]] = {}
+    for c in compared:
+        if c.efficiency:
+            continue
+        spec = c.figure.point.spec
+        name = error_class(spec.strategy.kind, spec.cluster.network.protocol)
+        for key in (name, "all"):
+            classes.setdefault(key, []).append(round(c.error, 4))
+    lines = [
+        "# Written by `make validate-published` (tools/validate_published.py): each published",
+        "# throughput figure's signed relative error, (simulated - published) / published, by",
+        "# the strategy's kind and the network's protocol, and pooled (all). Read by",
+        "# measured/errors.py for the intervals of `trainscale plan`.",
+        "throughput:",
+    ]
+    for key in sorted(classes, key=lambda k: (k == "all", k)):
+        errors = ", ".join(f"{e:g}" for e in sorted(classes[key]))
+        lines += [f"  {key}:", f"    figures: {len(classes[key])}", f"    errors: [{errors}]"]
+    return "\n".join(lines) + "\n"
 
 
 def mape(compared: Sequence[Compared]) -> float:
@@ -248,6 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if BEGIN in text and END in text:
             analysis = text.split(BEGIN, 1)[1].split(END, 1)[0]
     write_atomic(out, document(compared, seconds, analysis))
+    if not args.only:  # the classes need every figure
+        write_atomic(PUBLISHED_ERRORS, error_table(compared))
     throughput = [c for c in compared if not c.efficiency]
     judged, ordered, _ = pairs(compared)
     print(
