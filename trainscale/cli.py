@@ -21,6 +21,7 @@ COMMANDS = {
     "report": ("reports.cli", "lay result directories side by side in HTML and Markdown"),
     "compare": ("real.compare", "calibrate, run for real, simulate and report, in one go"),
     "catalog": ("commands.catalog", "show the bundled devices, links, networks and models"),
+    "plan": ("planner.cli", "which cluster, strategy and batch reach a target fastest or cheapest"),
 }
 
 USAGE = "usage: trainscale [--version] COMMAND [ARGS...]"

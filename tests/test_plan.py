@@ -1,0 +1,205 @@
+"""`trainscale plan` (planner/): the candidates are the options' sweep, each figure is what
+`simulate` predicts for that candidate, the intervals are the validation errors' range,
+best.yaml simulates to the figures the plan gives it, a stopped plan resumes without
+simulating a candidate twice, and bad plans are refused in one line."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import ROOT
+
+from measured import errors
+from planner import search
+from planner.cli import main
+from planner.space import load_plan
+from scenarios import load
+from scenarios.errors import ScenarioError
+from sim.runner import run
+
+PLANS = sorted((ROOT / "scenarios" / "plans").glob("*.yaml"))
+DIGITS = ROOT / "scenarios" / "plans" / "digits-mlp.yaml"
+
+
+def as_sweep(path: Path, tmp_path: Path) -> Path:
+    """The plan file as a plain sweep: its options under `sweep`."""
+    document = yaml.safe_load(path.read_text())
+    document["sweep"] = document.pop("plan")["options"]
+    out = tmp_path / "sweep.yaml"
+    out.write_text(yaml.safe_dump(document, sort_keys=False))
+    return out
+
+
+def plan_frame(out: Path) -> pd.DataFrame:
+    return pd.read_csv(out / "plan.csv").set_index("point")
+
+
+@pytest.fixture(scope="module")
+def digits_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("plan") / "out"
+    assert main([str(DIGITS), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_candidates_are_the_sweep_of_the_options(tmp_path: Path) -> None:
+    space = load_plan(DIGITS)
+    swept = load(as_sweep(DIGITS, tmp_path))
+    assert space.size == len(swept.points) == 12
+    for point in swept.points:
+        candidate = space.point(point.index)
+        assert candidate.id == point.id
+        assert candidate.spec == point.spec
+
+
+def test_each_figure_is_what_simulate_predicts(digits_plan: Path, tmp_path: Path) -> None:
+    plan = plan_frame(digits_plan)
+    rows = {p.point_id: p.row for p in run(load(as_sweep(DIGITS, tmp_path))).points}
+    assert set(plan.index) == set(rows)
+    for point, row in rows.items():
+        expected = row["time_to_target_s"]
+        if expected is None or np.isnan(expected):
+            assert plan.loc[point, "status"] == "misses target"
+        else:
+            assert plan.loc[point, "plan_time_s"] == pytest.approx(expected, rel=1e-9)
+    ranked = plan[plan["status"] == "ok"].sort_values("rank")
+    assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
+    assert ranked["plan_time_s"].is_monotonic_increasing
+    assert ranked.iloc[0]["recommended"] == "time"
+
+
+def test_intervals_are_the_validation_errors_range(digits_plan: Path) -> None:
+    published = yaml.safe_load(errors.PUBLISHED_ERRORS.read_text())["throughput"]
+    target = yaml.safe_load(errors.TARGET_ERRORS.read_text())["updates_to_target"]["errors"]
+    plan = plan_frame(digits_plan)
+    for _, row in plan[plan["status"] == "ok"].iterrows():
+        kind = row["error_basis"].split("/")[0]
+        e = published[f"{kind}/tcp"]["errors"]
+        value = row["plan_time_s"]
+        assert row["plan_time_low_s"] == pytest.approx(value * (1 + min(e)) / (1 + max(target)))
+        assert row["plan_time_high_s"] == pytest.approx(value * (1 + max(e)) / (1 + min(target)))
+    # tied: the intervals overlap the recommendation's, and only those
+    top = plan[plan["rank"] == 1].iloc[0]
+    for _, row in plan[(plan["status"] == "ok") & (plan["rank"] > 1)].iterrows():
+        assert row["tied"] == (row["plan_time_low_s"] <= top["plan_time_high_s"])
+
+
+def test_best_yaml_simulates_to_the_plans_figures(digits_plan: Path) -> None:
+    best = load(digits_plan / "best.yaml")
+    (point,) = best.points
+    row = run(best).points[0].row
+    top = plan_frame(digits_plan).query("rank == 1").iloc[0]
+    assert row["time_to_target_s"] == pytest.approx(top["plan_time_s"], rel=1e-9)
+    assert row["throughput_samples_per_s"] == pytest.approx(
+        top["throughput_samples_per_s"], rel=1e-9
+    )
+
+
+def test_a_stopped_plan_resumes_without_simulating_twice(
+    tmp_path: Path, digits_plan: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    simulated: list[str] = []
+    real_run = search.run
+
+    def counting(scenario, jobs=1):  # type: ignore[no-untyped-def]
+        simulated.extend(p.id for p in scenario.points)
+        return real_run(scenario, jobs=jobs)
+
+    monkeypatch.setattr(search, "run", counting)
+    out = tmp_path / "out"
+    out.mkdir()
+    space = load_plan(DIGITS)
+
+    def stop(done: int, total: int) -> None:
+        if done >= 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        search.explore(space, out, tick=stop)
+    first = list(simulated)
+    assert 5 <= len(first) < 12
+    judged = search.explore(space, out)
+    assert len(judged) == 12
+    assert sorted(simulated) == sorted(set(simulated))  # none twice
+    assert main([str(DIGITS), "--out", str(out), "--quiet"]) == 0
+    resumed, whole = plan_frame(out), plan_frame(digits_plan)
+    columns = [c for c in whole.columns if c != "wall_time_s"]
+    pd.testing.assert_frame_equal(resumed[columns], whole[columns])
+
+
+def test_a_search_evaluates_its_trials_alone(tmp_path: Path) -> None:
+    sets = ["plan.search.method=optuna", "plan.search.trials=5"]
+    outs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        assert (
+            main(
+                [str(DIGITS), "--out", str(out), "--quiet", *sum([["--set", s] for s in sets], [])]
+            )
+            == 0
+        )
+        outs.append(plan_frame(out))
+    assert len(outs[0]) == 5
+    assert list(outs[0].index) == list(outs[1].index)  # seeded
+    ok = outs[0][outs[0]["status"] == "ok"]
+    assert ok["plan_time_s"].idxmin() == ok.query("rank == 1").index[0]
+
+
+def plan_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainscale", "plan", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    ("sets", "says"),
+    [
+        (["plan.options.training.batch_per_worker=[]"], "plan.options.training.batch_per_worker"),
+        (["plan.constraints.deadline=1 ms"], "plan.constraints: no candidate qualifies"),
+        (["plan.objectives=[time, speed]"], "plan.objectives"),
+        (["plan.options.cluster.hostz=[1, 2]"], "plan.options: unknown key 'cluster.hostz'"),
+        (["cluster.price={per_host_hour: 3}"], "cluster.price"),
+        (["plan.objectives=[cost]"], "unknown cost"),
+    ],
+)
+def test_bad_plans_are_refused_in_one_line(tmp_path: Path, sets: list[str], says: str) -> None:
+    out = tmp_path / "out"
+    done = plan_cli(
+        str(DIGITS), "--out", str(out), "--quiet", *sum([["--set", s] for s in sets], [])
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], done.stderr
+    assert not (out / "plan.csv").exists()
+
+
+def test_simulate_refuses_a_plan_file() -> None:
+    with pytest.raises(ScenarioError, match="plan: .* is a plan, not a scenario: run `trainscale"):
+        load(DIGITS)
+
+
+@pytest.mark.parametrize("path", PLANS, ids=[p.stem for p in PLANS])
+def test_bundled_plans_make_scenarios(path: Path) -> None:
+    space = load_plan(path)
+    assert space.base.get("description"), "describe every bundled plan"
+    space.check()  # every candidate (or every option's value) is a valid scenario
+
+
+def test_a_file_without_a_plan_is_refused(tmp_path: Path) -> None:
+    document = yaml.safe_load(DIGITS.read_text())
+    plain = copy.deepcopy(document)
+    del plain["plan"]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(plain))
+    with pytest.raises(ScenarioError, match="plan: .* has no plan block"):
+        load_plan(path)
