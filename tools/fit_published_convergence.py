@@ -12,11 +12,13 @@ epochs) each of several seeded runs took to the benchmark's quality target
 figure below is the mean over the runs a file lists. With a rate tuned per batch the
 noisy quadratic (scenarios/convergence.py) predicts E(B) = E_min (1 + B / B_noise)
 samples to the target (McCandlish et al. 2018, eq. 2.11); its two parameters are fitted
-by least squares in log samples to the FIT batches, and the HELD batches are predictions.
+by least squares in log samples to some batches, and the `held` batches are predictions.
 Where a benchmark evaluates on a fixed grid of samples (RetinaNet every epoch, GPT-3
-every 24,576 sequences) the published figures are the first evaluation past the
-crossing: the fit adds half a grid step to E(B), and the model's figure is its crossing
-rounded up to the grid, as the simulator reports it with the same evaluations.
+every 24,576 sequences: their reference READMEs in mlcommons/training,
+single_stage_detector/ and large_language_model/megatron-lm/) the published figures are
+the first evaluation past the crossing: the fit adds half a grid step to E(B), and the
+model's figure is its crossing rounded up to the grid, as the simulator reports it with
+the same evaluations.
 """
 
 from __future__ import annotations
