@@ -120,3 +120,7 @@ def _show(objective: str, value: float) -> str:
     from .write import show
 
     return show(objective, value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -203,3 +203,11 @@ def test_a_file_without_a_plan_is_refused(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(plain))
     with pytest.raises(ScenarioError, match="plan: .* has no plan block"):
         load_plan(path)
+
+
+def test_a_published_time_to_train_record_within_25_percent() -> None:
+    # Goyal et al. 2017: 90 epochs of ResNet-50 on 256 P100s in one hour (the device's
+    # speed from the same source's 29 hours on one server of 8)
+    record = load(ROOT / "tests" / "data" / "records" / "goyal-resnet50-p100-256.yaml")
+    row = run(record).points[0].row
+    assert row["training_time_s"] == pytest.approx(3600, rel=0.25)

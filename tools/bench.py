@@ -199,6 +199,16 @@ CASES = [
         60.0,
     ),
     Case(
+        "plan-resnet50",
+        "trainscale plan: ResNet-50 to 75.9% over 3 AWS instances x 1-64 hosts x 3 strategies "
+        "x 4 batches (252 candidates, a grid), --jobs 2",
+        "scenarios/plans/resnet50-imagenet.yaml",
+        (),
+        300.0,
+        command="planner.cli",
+        args=("--jobs", "2"),
+    ),
+    Case(
         "ps-async-1024x64",
         "asynchronous PS, 1,024 workers, 64 servers, 1,024 updates (one per worker)",
         PS,
