@@ -40,7 +40,7 @@ def build_parser() -> ArgumentParser:
         help="override a field, e.g. --set plan.search.trials=40 (VALUE is YAML); repeatable",
     )
     parser.add_argument("--jobs", type=int, default=1, help="candidates simulated at once")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, no warnings")
     add_force(parser)
     return parser
 
@@ -79,6 +79,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UserError(f"--out: {out_dir} exists and is not a directory")
         claim_output(out_dir, origin(args.written_by or "plan", space.name), args.force)
         space.check()  # a candidate that is no scenario: refused before any work
+        first = space.point(0).spec.cluster
+        if first.device.name == "cpu" and first.profile is None and not args.quiet:
+            print(
+                "plan: warning: the candidates run on this machine's cores, predicted from "
+                "the catalog's generic core: calibrate it (run-real --calibrate) and name "
+                "the profile in cluster.profile (docs/planning.md)",
+                file=sys.stderr,
+            )
         out_dir.mkdir(parents=True, exist_ok=True)
         bar = Bar(space.name, args.quiet)
         try:

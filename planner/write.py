@@ -5,6 +5,7 @@ candidate's time and money go) and meta.json; each written atomically."""
 from __future__ import annotations
 
 import base64
+import copy
 import html
 import io
 import json
@@ -22,6 +23,8 @@ from .rank import UNITS, Ranking
 from .space import Space
 
 #: plan.csv's own columns, before each option's value and then the simulated row's
+#: the candidates top.yaml holds
+TOP = 5
 PLAN_COLUMNS = ("rank", "candidate", "point", "status", "recommended", "pareto", "tied")
 
 
@@ -79,12 +82,32 @@ def best_yaml(space: Space, ranking: Ranking) -> str:
     return "\n".join(head) + "\n" + yaml.safe_dump(document, sort_keys=False)
 
 
+def top_yaml(space: Space, ranking: Ranking, count: int = TOP) -> str:
+    """The first `count` candidates in rank order as one scenario with a sweep (every
+    option's path set together): `run-real top.yaml` runs them for real, `simulate
+    top.yaml` gives the plan's figures, `report` sets the two side by side."""
+    top = ranking.order[:count]
+    paths = list(space.values(top[0].index))
+    listed = [[copy.deepcopy(space.values(j.index)[path]) for path in paths] for j in top]
+    document = copy.deepcopy(space.base)
+    if len(paths) == 1:
+        document["sweep"] = {paths[0]: [values[0] for values in listed]}
+    else:
+        document["sweep"] = {",".join(paths): listed}
+    head = [
+        f"# The first {len(top)} candidates of `trainscale plan {space.path}`, in rank order",
+        f"# on {space.plan.objectives[0]}: {', '.join(j.point.id for j in top)}",
+    ]
+    return "\n".join(head) + "\n" + yaml.safe_dump(document, sort_keys=False)
+
+
 def write_plan(
     out_dir: Path, space: Space, judged: list[Judged], ranking: Ranking, seconds: float
 ) -> None:
     frame = results_frame(plan_rows(space, judged, ranking))
     write_atomic(out_dir / "plan.csv", frame.to_csv(index=False))
     write_atomic(out_dir / "best.yaml", best_yaml(space, ranking))
+    write_atomic(out_dir / "top.yaml", top_yaml(space, ranking))
     write_atomic(out_dir / "plan.html", page(space, judged, ranking))
     extra = {
         "origin": {"command": "plan", "scenario": space.name, "calibrated": False, "engine": None},

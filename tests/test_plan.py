@@ -211,3 +211,38 @@ def test_a_published_time_to_train_record_within_25_percent() -> None:
     record = load(ROOT / "tests" / "data" / "records" / "goyal-resnet50-p100-256.yaml")
     row = run(record).points[0].row
     assert row["training_time_s"] == pytest.approx(3600, rel=0.25)
+
+
+def test_the_bundled_resnet_plan_recommends_what_best_yaml_simulates(tmp_path: Path) -> None:
+    # the bundled plan cut to 18 candidates (hosts 1 and 32, 32 images per GPU): a
+    # recommendation per objective, and best.yaml and top.yaml simulate to the plan's
+    # figures in its order
+    out = tmp_path / "out"
+    sets = ["plan.options.cluster.hosts=[1, 32]", "plan.options.training.batch_per_worker=[32]"]
+    path = ROOT / "scenarios" / "plans" / "resnet50-imagenet.yaml"
+    assert (
+        main(
+            [
+                str(path),
+                "--out",
+                str(out),
+                "--quiet",
+                "--jobs",
+                "2",
+                *sum([["--set", s] for s in sets], []),
+            ]
+        )
+        == 0
+    )
+    plan = pd.read_csv(out / "plan.csv")
+    assert len(plan) == 18
+    assert set(plan["recommended"].dropna()) == {"time", "cost"}
+    top = plan[plan["rank"] == 1].iloc[0]
+    row = run(load(out / "best.yaml")).points[0].row
+    assert row["time_to_target_s"] == pytest.approx(top["plan_time_s"], rel=1e-9)
+    assert row["cost_to_target_usd"] == pytest.approx(top["plan_cost_usd"], rel=1e-9)
+    ranked = plan.sort_values("rank").head(5)
+    rows = [p.row for p in run(load(out / "top.yaml"), jobs=2).points]
+    assert [r["time_to_target_s"] for r in rows] == pytest.approx(
+        list(ranked["plan_time_s"]), rel=1e-9
+    )
