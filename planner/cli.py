@@ -17,7 +17,7 @@ from commands.args import ArgumentParser, add_force, with_examples
 from results.files import claim_output, origin
 from scenarios import UserError
 
-from .rank import rank
+from .rank import rank, show
 from .search import explore
 from .space import load_plan
 from .write import write_plan
@@ -113,8 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for objective, j in ranking.best.items():
         value, low, high = j.figures[objective]
         print(
-            f"  best {objective}: {j.point.id}: {_show(objective, value)} "
-            f"({_show(objective, low)} to {_show(objective, high)})"
+            f"  best {objective}: {j.point.id}: {show(objective, value)} "
+            f"({show(objective, low)} to {show(objective, high)})"
         )
     if ranking.tied:
         print(
@@ -122,12 +122,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(plan.csv's tied column)"
         )
     return 0
-
-
-def _show(objective: str, value: float) -> str:
-    from .write import show
-
-    return show(objective, value)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ Time is to the target where the scenario sets one, otherwise the whole run's tra
 time; cost and energy likewise (`cost_to_target_usd` or `cost_usd`, ...). A candidate is
 `ok`, or its `status` says why it is out: `unfit` (its devices cannot hold it, pruned
 before simulating), `misses target` (the run ends before the target), `over deadline`,
-`over budget`, or `unknown cost` / `unknown energy` (no price, no power figures).
+`over budget`, or `unknown cost` / `unknown energy` (no price, no power figures). The
+first three are known before simulating for some candidates (`bounds`); their rows say
+so in `pruned`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ COLUMNS: dict[str, tuple[str, str, str]] = {
     "energy": ("energy_to_target_kwh", "energy_kwh", "kwh"),
 }
 OK = "ok"
+#: a candidate's row key saying why it was not simulated (`bounds.sure_status`)
+PRUNED = "pruned"
 
 
 @dataclass
@@ -59,6 +63,9 @@ def judge(plan: PlanSpec, index: int, point: Point, row: dict[str, Any]) -> Judg
     judged = Judged(index, point, row)
     if row.get("fits") is False:
         judged.status = "unfit"
+        return judged
+    if row.get(PRUNED):
+        judged.status = str(row[PRUNED])
         return judged
     spec = point.spec
     to_target = spec.training.target is not None

@@ -75,14 +75,19 @@ def _none_feasible(plan: PlanSpec, judged: list[Judged]) -> str:
         values = [j.value(objective) for j in judged if not math.isnan(j.value(objective))]
         if limit is not None and values:
             closest.append(
-                f"the least {objective} is {_fmt(objective, min(values))} "
-                f"(limit {_fmt(objective, limit)})"
+                f"the least {objective} is {show(objective, min(values))} "
+                f"(limit {show(objective, limit)})"
             )
     tail = f"; {'; '.join(closest)}" if closest else ""
     return f"plan.constraints: no candidate qualifies ({said} of {len(judged)}){tail}"
 
 
-def _fmt(objective: str, value: float) -> str:
+def show(objective: str, value: float) -> str:
+    """A figure as a person reads it: a time in s, min or h."""
     if objective == "time":
+        if value < 120:
+            return f"{value:,.3g} s"
+        if value < 7200:
+            return f"{value / 60:,.3g} min"
         return f"{value / 3600:,.3g} h"
     return f"{value:,.4g} {UNITS[objective]}"

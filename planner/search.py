@@ -21,7 +21,8 @@ from scenarios.loader import Point
 from sim.runner import run
 from workloads.pipeline import memory_summary
 
-from .evaluate import Judged, judge
+from .bounds import sure_status
+from .evaluate import PRUNED, Judged, judge
 from .space import Space
 
 STUDY_FILE = "plan-study.log"
@@ -137,14 +138,17 @@ def fresh_point(fresh: list[tuple[int, Point]], index: int) -> Point:
 def _simulate(
     space: Space, fresh: list[tuple[int, Point]], jobs: int
 ) -> list[tuple[int, dict[str, Any]]]:
-    """The rows of these candidates: an unfit one's from its memory alone (pruned before
-    simulating, where the plan asks that they fit), the rest simulated."""
+    """The rows of these candidates: an unfit one's from its memory alone (where the plan
+    asks that they fit), one sure to miss the target or a limit with that reason
+    (`bounds.sure_status`), both pruned before simulating; the rest simulated."""
     out: list[tuple[int, dict[str, Any]]] = []
     runnable: list[tuple[int, Point]] = []
     for index, point in fresh:
         memory = memory_summary(point.spec)
         if memory["fits"] is False and space.plan.constraints.fits_memory:
             out.append((index, {"point": point.id, "fits": False, **_memory(memory)}))
+        elif (sure := sure_status(space.plan, point)) is not None:
+            out.append((index, {"point": point.id, PRUNED: sure}))
         else:
             runnable.append((index, point))
     if runnable:

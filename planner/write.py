@@ -19,7 +19,7 @@ from results.files import provenance, results_frame, write_atomic
 from scenarios.point_ids import point_id_for
 
 from .evaluate import COLUMNS, Judged
-from .rank import UNITS, Ranking
+from .rank import UNITS, Ranking, show
 from .space import Space
 
 #: plan.csv's own columns, before each option's value and then the simulated row's
@@ -164,17 +164,6 @@ def page(space: Space, judged: list[Judged], ranking: Ranking) -> str:
     parts += _breakdown(top)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
-
-
-def show(objective: str, value: float) -> str:
-    """A figure as a person reads it: a time in s, min or h."""
-    if objective == "time":
-        if value < 120:
-            return f"{value:,.3g} s"
-        if value < 7200:
-            return f"{value / 60:,.3g} min"
-        return f"{value / 3600:,.3g} h"
-    return f"{value:,.4g} {UNITS[objective]}"
 
 
 def _table(space: Space, ranking: Ranking) -> list[str]:

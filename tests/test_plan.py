@@ -246,3 +246,30 @@ def test_the_bundled_resnet_plan_recommends_what_best_yaml_simulates(tmp_path: P
     assert [r["time_to_target_s"] for r in rows] == pytest.approx(
         list(ranked["plan_time_s"]), rel=1e-9
     )
+
+
+def test_what_is_pruned_before_simulating_is_sure(tmp_path: Path) -> None:
+    # ResNet-50 over the three instance types, 1 or 8 of them, batch 32 or 256, within
+    # an hour: those pruned before simulating (their compute alone to the target is past
+    # the hour, or they never reach it) are, simulated, past the hour or short of it
+    path = ROOT / "scenarios" / "plans" / "resnet50-imagenet.yaml"
+    deadline = 3600.0
+    options = ["cluster.hosts=[1, 8]", "training.batch_per_worker=[32, 256]"]
+    sets = [f"plan.options.{o}" for o in options] + [f"plan.constraints.deadline={deadline} s"]
+    out = tmp_path / "out"
+    assert (
+        main([str(path), "--out", str(out), "--quiet", *sum([["--set", s] for s in sets], [])]) == 0
+    )
+    plan = plan_frame(out)
+    pruned = plan[plan["pruned"].notna()]
+    assert set(pruned["pruned"]) == {"misses target", "over deadline"}
+    space = load_plan(path, [f"plan.options.{o}" for o in options])
+    points = [space.point(int(i)) for i in pruned["candidate"]]
+    rows = {p.point_id: p.row for p in run(space.scenario(points), jobs=2).points}
+    for point, why in pruned["pruned"].items():
+        simulated = rows[point]["time_to_target_s"]
+        if why == "misses target":
+            assert np.isnan(simulated)
+        else:
+            assert simulated > deadline
+    assert (plan.loc[plan["status"] == "ok", "plan_time_s"] <= deadline).all()
