@@ -215,3 +215,17 @@ def test_trainscale_version_help_and_unknown_command() -> None:
     )
     bare = trainscale()
     assert bare.returncode == 2 and bare.stderr.startswith("usage: trainscale")
+
+
+def test_plan_examples_run_as_written(checkout: Path) -> None:
+    # `plan` has no short name: its examples are `trainscale plan ...`
+    parser = importlib.import_module("planner.cli").build_parser()
+    lines = [line.strip() for line in (parser.epilog or "").splitlines()[1:] if line.strip()]
+    assert lines and all(line.startswith("trainscale plan ") for line in lines)
+    for line in lines:
+        argv = shlex.split(line)
+        proc = subprocess.run(
+            [str(BIN / "trainscale"), *argv[1:]], cwd=checkout, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+    assert (checkout / "runs/plan-digits/best.yaml").exists()
