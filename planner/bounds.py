@@ -36,7 +36,7 @@ def sure_status(plan: PlanSpec, point: Point) -> str | None:
         target is None
         or model is None
         or model.metric != target.metric
-        or strategy.kind not in ("allreduce", "parameter_server")
+        or not (strategy.all_reduces or strategy.serves_parameters)
         or strategy.counts_updates
         or strategy.backup_workers
         or spec.failures

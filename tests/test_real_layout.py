@@ -17,7 +17,7 @@ from test_strategy import KIND_COMPARISON
 
 #: the project's packages: an import of one of them inside a function dodges a circle
 PROJECT = ("real", "sim", "scenarios", "results", "workloads", "engines", "commands", "reports")
-PROJECT += ("measured", "costing")
+PROJECT += ("measured", "costing", "planner")
 
 
 def _sources() -> list[Path]:

@@ -20,7 +20,7 @@ KIND_COMPARISON = re.compile(
 )
 #: the packages that ask the spec rather than compare kinds (real/ keeps its own check)
 PACKAGES = ("sim", "reports", "scenarios", "workloads", "results", "commands", "engines")
-PACKAGES += ("measured", "trainscale", "costing")
+PACKAGES += ("measured", "trainscale", "costing", "planner")
 
 
 def spec(**fields: Any) -> StrategySpec:
