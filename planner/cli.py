@@ -1,7 +1,7 @@
 """`trainscale plan FILE`: which candidate of a plan's options reaches its target fastest,
 cheapest or with the least energy, and how sure the prediction is.
 
-Writes plan.csv, plan.html, best.yaml and meta.json into --out (default
+Writes plan.csv, plan.html, best.yaml, top.yaml and meta.json into --out (default
 runs/<name>/plan), beside the search's study (plan-study.log): the same command into
 the same directory resumes an interrupted plan. docs/planning.md has a worked example.
 """
@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     top = ranking.recommended
     print(
         f"plan: {len(judged)} of {space.size} candidates evaluated in {seconds:,.1f} s; "
-        f"wrote {out_dir}/plan.csv, plan.html, best.yaml"
+        f"wrote {out_dir}/plan.csv, plan.html, best.yaml, top.yaml"
     )
     for objective, j in ranking.best.items():
         value, low, high = j.figures[objective]
