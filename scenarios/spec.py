@@ -112,7 +112,10 @@ class ScenarioSpec(Strict):
         elif training.max_epochs is not None:
             field = "max_epochs"
             epoch = (training.epoch_samples or 0) / self.samples_per_step
-            bound = max(1, math.ceil(training.max_epochs * epoch - 1e-9))
+            updates = training.max_epochs * epoch - 1e-9
+            if not math.isfinite(updates):
+                raise _LocatedError(("training", field), "too many epochs to count their updates")
+            bound = max(1, math.ceil(updates))
         else:
             return self
         where = self._replacing(field, "steps")

@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import re
+import tokenize
 from collections.abc import Iterator
 from typing import Literal
 
@@ -82,25 +83,62 @@ def parse(value: object, kind: Kind) -> float:
         )
     if not isinstance(value, str):
         raise ValueError(f"expected a string with a unit such as '{example}'")
+    return _parse_text(value, kind)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str, kind: Kind) -> float:
+    """`parse` of a string, remembered: loading a scenario reads the catalog's few
+    hundred values once per point, and pint takes a fraction of a millisecond for each.
+    A string refused raises each time (an exception is never cached)."""
+    dim, si_unit, example = _KINDS[kind]
+    if len(value) > MAX_LENGTH or len(_POWER.findall(value)) > 1 or _LONG_POWER.search(value):
+        # pint evaluates what it reads: a power tower (9**9**9) would take hours and a
+        # long expression overflows the stack
+        raise ValueError(f"not a number with a unit; write it like '{example}'")
     ureg = registry()
     text = _PER_SECOND.sub(_per_second, value.strip())
     try:
         with _ambiguity() as ambiguous:
             q: pint.Quantity = ureg.Quantity(text)
-    except (pint.errors.PintError, ValueError, TypeError, AttributeError, SyntaxError) as exc:
+    except (
+        pint.errors.PintError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        SyntaxError,
+        tokenize.TokenError,  # an unclosed bracket: '0(B'
+        ArithmeticError,  # 1/0 s, 9**999 B
+        RecursionError,
+    ) as exc:
         raise ValueError(f"cannot read units ({exc}); write it like '{example}'") from None
     if ambiguous:
         raise ValueError(f"units that read more than one way; write it like '{example}'")
     if kind == "count":
         if not q.dimensionless:
             raise ValueError(f"expected a plain count such as '{example}', not {q.units:~}")
-        return _finite(float(q.to("dimensionless").magnitude), example)
+        return _si(q, "dimensionless", example)
     if q.dimensionality != ureg.get_dimensionality(dim):
         if kind == "money":
             raise ValueError(f"a price needs its currency in USD, e.g. '{example}'")
         hint = " ('Gb' is the gilbert: write 'Gbit')" if "gilbert" in str(q.units) else ""
         raise ValueError(f"expected a {kind.replace('_', ' ')} such as '{example}'{hint}")
-    return _finite(float(q.to(si_unit).magnitude), example)
+    return _si(q, si_unit, example)
+
+
+def _si(q: pint.Quantity, unit: str, example: str) -> float:
+    """q's magnitude in `unit`, a finite float (an integer too large for one is not)."""
+    try:
+        magnitude = float(q.to(unit).magnitude)
+    except (OverflowError, ZeroDivisionError):
+        magnitude = math.inf
+    return _finite(magnitude, example)
+
+
+#: the longest value with units read (`1.2345e+12 GFLOP/s` is 18 characters)
+MAX_LENGTH = 100
+_POWER = re.compile(r"\*\*|\^")
+_LONG_POWER = re.compile(r"(\*\*|\^)\s*[-+(]*\s*\d{4}")
 
 
 #: networking's rates, which pint reads ambiguously (`Gbps`: gigabaud or giga-point-seconds,

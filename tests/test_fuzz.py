@@ -1,0 +1,345 @@
+"""Fuzzing: bad input of every kind is refused in one line, never with a traceback.
+
+Hypothesis mutates what users hand the commands: the bundled scenarios and plans (keys
+dropped, retyped, misspelt, nested, extended; numbers out of range; wrong units; sweeps
+too large to run), `--set` values, calibration profiles and the result files `report`
+reads (columns missing, cells of the wrong type, files truncated, garbage bytes). Every
+input must either be accepted or be refused with a `UserError` whose message is one line
+naming the field; through a command's `main`, exit status 0 or 2, on 2 exactly one line on
+stderr and nothing new in the output directory. Any other exception is a bug, fixed at
+its source with its example kept below.
+
+The runs are derandomized (the same examples every time) and sized to take well under a
+minute together; FUZZ_SCALE=10 (an environment variable) tries ten times as many inputs,
+and FUZZ_RANDOM=1 draws new ones on each run, for a longer hunt by hand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import io
+import logging
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from measured.profile import profiles_of
+from scenarios import ScenarioError, load, loads
+from scenarios.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
+
+
+def budget(examples: int) -> settings:
+    """Hypothesis settings for one fuzz test: `examples` inputs (times FUZZ_SCALE), the
+    same ones every run unless FUZZ_RANDOM is set."""
+    return settings(
+        max_examples=max(1, int(examples * SCALE)),
+        deadline=None,
+        derandomize=not os.environ.get("FUZZ_RANDOM"),
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
+
+
+# ------------------------------------------------------------------ what a refusal is
+
+
+def assert_one_line(message: str, what: str) -> None:
+    """A refusal's message: one non-empty line that says where (`field: ...`)."""
+    assert message.strip(), f"{what}: an empty message"
+    assert "\n" not in message.strip(), f"{what}: more than one line:\n{message}"
+    assert ": " in message, f"{what}: names no field: {message!r}"
+
+
+def accepted_or_refused(call: Callable[[], Any], what: str) -> Any:
+    """The call's result, or None where it raised a UserError of one line. Anything
+    else it raises propagates: a traceback is a bug."""
+    try:
+        return call()
+    except UserError as exc:
+        assert_one_line(str(exc), what)
+        return None
+
+
+class _Lines(logging.Handler):
+    """Log records of WARNING and above, as the command's stderr would show them."""
+
+    def __init__(self, stream: io.StringIO):
+        super().__init__(logging.WARNING)
+        self.stream = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream.write(f"{record.levelname} {record.name}: {record.getMessage()}\n")
+
+
+def files_under(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file below folder (hidden ones too), with its size and modification time."""
+    if not folder.exists():
+        return {}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+def run_command(main: Callable[[Sequence[str]], int], argv: Sequence[str], out: Path) -> int:
+    """Run a command's `main` in-process; return its exit status after checking the
+    contract: 0 or 2, on 2 exactly one line on stderr (log records and Python warnings
+    count as lines, as a terminal would show them) and nothing new under `out`."""
+    before = files_under(out)
+    stderr = io.StringIO()
+    root = logging.getLogger()
+    handler = _Lines(stderr)
+    root.addHandler(handler)
+    try:
+        with (
+            contextlib.redirect_stderr(stderr),
+            contextlib.redirect_stdout(io.StringIO()),
+            warnings.catch_warnings(record=True) as said,
+        ):
+            warnings.simplefilter("default")
+            try:
+                status = main(list(argv))
+            except SystemExit as exc:  # argparse's refusal of a flag
+                status = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        root.removeHandler(handler)
+    shown = [w for w in said if not issubclass(w.category, DeprecationWarning | ResourceWarning)]
+    text = stderr.getvalue() + "".join(f"{w.category.__name__}: {w.message}\n" for w in shown)
+    assert status in (0, 2), f"exit status {status}; stderr:\n{text}"
+    if status == 2:
+        lines = text.strip().splitlines()
+        assert len(lines) == 1, f"{len(lines)} lines on stderr:\n{text}"
+        assert_one_line(lines[0], " ".join(argv))
+        assert files_under(out) == before, f"{out}: written although refused: {lines[0]}"
+    return status
+
+
+# ------------------------------------------------------------------ mutating documents
+
+Path_ = tuple[str | int, ...]
+
+
+def paths_in(node: Any, here: Path_ = ()) -> Iterator[Path_]:
+    """Every path to a value below node (mapping keys and list positions)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield (*here, key)
+            yield from paths_in(value, (*here, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield (*here, i)
+            yield from paths_in(value, (*here, i))
+
+
+def parent_of(document: Any, path: Path_) -> Any:
+    node = document
+    for part in path[:-1]:
+        node = node[part]
+    return node
+
+
+#: values of every type YAML can write, for a field given the wrong one
+ANY_VALUE = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+#: numbers at and beyond the edges of any field's range
+EDGE_NUMBERS = st.sampled_from(
+    [0, -1, -0.5, 0.5, 1, 2, 1e-300, 1e308, 1e400, -1e400, float("nan"), 10**19, 2**63, 2**64,
+     -(2**63), 10**9, 3.7, 1e-9]
+)  # fmt: skip
+
+#: units of every dimension (and none), for a field given the wrong one
+UNITS = st.sampled_from(
+    ["s", "ms", "us", "h", "min", "B", "MiB", "GB", "bit", "Gbit/s", "GB/s", "Gbps", "GBps",
+     "FLOP", "TFLOP/s", "GFLOP", "W", "kW", "USD", "m", "kg", "%", "Gb", "", "1/s", "s/s",
+     "GB/s/s", "hertz", "x", "??", "e3"]
+)  # fmt: skip
+
+#: keys a mapping may be given that it does not take (a few are valid elsewhere)
+STRAY_KEYS = st.sampled_from(
+    ["servers", "hosts", "base", "name", "kind", "sweep", "version", "steps", "seed", "x",
+     "", "1", "profile", "trials", "plan"]
+) | st.text(min_size=1, max_size=8)  # fmt: skip
+
+
+def misspelt(key: str, draw: st.DrawFn) -> str:
+    """A typo of key: a letter dropped, doubled, swapped or changed, or its case."""
+    if not key:
+        return "x"
+    i = draw(st.integers(0, len(key) - 1))
+    how = draw(st.sampled_from(["drop", "double", "swap", "change", "case", "space"]))
+    if how == "drop":
+        return key[:i] + key[i + 1 :] or "x"
+    if how == "double":
+        return key[:i] + key[i] + key[i:]
+    if how == "swap" and i + 1 < len(key):
+        return key[:i] + key[i + 1] + key[i] + key[i + 2 :]
+    if how == "case":
+        return key.upper()
+    if how == "space":
+        return f" {key}"
+    return key[:i] + draw(st.sampled_from("aeiouxz_-.")) + key[i + 1 :]
+
+
+def with_units(value: str, draw: st.DrawFn) -> Any:
+    """A dimensioned value (`25 Gbit/s`) with its number or its unit changed, or bare."""
+    number, _, unit = value.strip().partition(" ")
+    how = draw(st.sampled_from(["unit", "number", "bare", "garbage"]))
+    if how == "unit":
+        return f"{number} {draw(UNITS)}".strip()
+    if how == "number":
+        return f"{draw(EDGE_NUMBERS)} {unit}".strip()
+    if how == "bare":
+        try:
+            return float(number)
+        except ValueError:
+            return number
+    return f"{number}{draw(st.sampled_from(['**', ' per ', '/', ' * ', '(', ' GB GB']))}{unit}"
+
+
+MUTATIONS = ("drop", "retype", "misspell", "nest", "extend", "number", "units")
+
+
+def mutate(document: dict[str, Any], draw: st.DrawFn, kinds: list[str]) -> dict[str, Any]:
+    """One mutation of the document (a copy), at one of its paths; its kind is appended
+    to `kinds`."""
+    document = copy.deepcopy(document)
+    # in an order of no meaning: Hypothesis draws the first more often than the rest
+    paths = sorted(paths_in(document), key=lambda p: hashlib.sha256(repr(p).encode()).digest())
+    if not paths:
+        return document
+    path = draw(st.sampled_from(paths))
+    parent, key = parent_of(document, path), path[-1]
+    value = parent[key]
+    kind = draw(st.sampled_from(MUTATIONS))
+    if kind == "number" and not isinstance(value, int | float):
+        kind = "units" if isinstance(value, str) and any(c.isdigit() for c in value) else "retype"
+    if kind == "units" and not isinstance(value, str):
+        kind = "number" if isinstance(value, int | float) else "retype"
+    kinds.append(kind)
+    if kind == "drop":
+        del parent[key]
+    elif kind == "retype":
+        parent[key] = draw(ANY_VALUE)
+    elif kind == "misspell":
+        if isinstance(key, str):
+            parent[misspelt(key, draw)] = parent.pop(key)
+        else:
+            parent.insert(key, copy.deepcopy(value))  # a list item twice
+    elif kind == "nest":
+        parent[key] = draw(st.sampled_from([[value], {"base": value}, {"value": value}]))
+    elif kind == "extend":
+        if isinstance(value, dict):
+            value[draw(STRAY_KEYS)] = draw(ANY_VALUE)
+        elif isinstance(value, list):
+            value.append(
+                copy.deepcopy(value[-1]) if value and draw(st.booleans()) else draw(ANY_VALUE)
+            )
+        else:
+            parent[key] = draw(st.sampled_from([[value, value], f"{value} {value}", {key: value}]))
+    elif kind == "number":
+        parent[key] = draw(EDGE_NUMBERS)
+    else:
+        parent[key] = with_units(value, draw)
+    return document
+
+
+# ------------------------------------------------------------------ the bundled files
+
+
+def bundled(folder: str) -> dict[str, dict[str, Any]]:
+    """The bundled YAML files of scenarios/<folder>, read, by file name."""
+    return {
+        path.name: yaml.safe_load(path.read_text(encoding="utf-8"))
+        for path in sorted((ROOT / "scenarios" / folder).glob("*.yaml"))
+    }
+
+
+def trimmed(document: dict[str, Any]) -> dict[str, Any]:
+    """The document with its sweep cut to two points (loading costs a point at a time)."""
+    document = copy.deepcopy(document)
+    sweep = document.get("sweep")
+    if isinstance(sweep, dict):
+        document["sweep"] = {k: v[: 2 if i == 0 else 1] for i, (k, v) in enumerate(sweep.items())}
+    return document
+
+
+SCENARIOS = {
+    f"{folder}/{name}": trimmed(doc)
+    for folder in ("library", "published")
+    for name, doc in bundled(folder).items()
+}
+
+
+@st.composite
+def mutated_scenarios(draw: st.DrawFn) -> tuple[str, dict[str, Any], list[str]]:
+    """(file, mutated document, kinds of mutation): one to three mutations of one file."""
+    name = draw(st.sampled_from(sorted(SCENARIOS)))
+    kinds: list[str] = []
+    document = SCENARIOS[name]
+    for _ in range(draw(st.integers(1, 3))):
+        document = mutate(document, draw, kinds)
+    return name, document, kinds
+
+
+@budget(1200)
+@given(mutated_scenarios())
+def test_a_mutated_scenario_loads_or_is_refused_in_one_line(
+    case: tuple[str, dict[str, Any], list[str]],
+) -> None:
+    name, document, kinds = case
+    text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    scenario = accepted_or_refused(lambda: loads(text, source=name), f"{name} {kinds}")
+    if scenario is not None:
+        accepted_or_refused(lambda: profiles_of(scenario), f"{name} {kinds}")
+
+
+@pytest.mark.parametrize(
+    "sets, field",
+    [
+        (["training.max_epochs=1e308"], "training.max_epochs"),  # more updates than a float
+        (["strategy.fusion_buffer=0(B"], "strategy.fusion_buffer"),  # pint's TokenError
+        (["strategy.fusion_buffer=9**999 B"], "strategy.fusion_buffer"),  # int beyond a float
+        (["strategy.fusion_buffer=1/0 B"], "strategy.fusion_buffer"),
+        (["strategy.fusion_buffer=" + "1*" * 5000 + "1 B"], "strategy.fusion_buffer"),  # stack
+        (["strategy.fusion_buffer=" + "-" * 2000 + "1 B"], "strategy.fusion_buffer"),
+        (['cluster.network={base: 25GbE, "a\\nb": 1}'], "cluster.network.a\\nb"),  # a break
+    ],
+)
+def test_what_the_fuzzing_found_is_refused_in_one_line(sets: list[str], field: str) -> None:
+    with pytest.raises(ScenarioError) as refused:
+        load(ROOT / "scenarios/library/resnet50-large-batch.yaml", sets)
+    assert_one_line(str(refused.value), str(sets))
+    assert str(refused.value).startswith(f"{field}: ")
+
+
+def test_a_power_tower_is_refused_at_once() -> None:
+    """9**9**9 has 370 million digits: pint would compute them before anything else."""
+    started = time.perf_counter()
+    with pytest.raises(ScenarioError, match="^strategy.fusion_buffer: not a number with a unit"):
+        load(ROOT / "scenarios/library/mlp-localhost.yaml", ["strategy.fusion_buffer=9**9**9 B"])
+    assert time.perf_counter() - started < 5
