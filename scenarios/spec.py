@@ -149,7 +149,11 @@ class ScenarioSpec(Strict):
         but the backup workers', whose gradients are dropped); a batch of every trial."""
         st = self.strategy
         # trials: every worker's batch trains a model of its own
-        batches = self.workers if st.trains_alone else st.kept(self.workers)
+        batches = (
+            self.workers
+            if st.trains_alone
+            else st.kept(self.workers, self.cluster.devices_per_host)
+        )
         return batches * self.training.batch_per_worker
 
     @model_validator(mode="after")
@@ -234,15 +238,18 @@ class ScenarioSpec(Strict):
                 raise _LocatedError(
                     ("failures", i, "index"), f"parameter server {failure.index} does not exist"
                 )
-        if self.strategy.counts_updates and self.training.steps < workers:
+        members, who = workers, "workers"
+        if self.strategy.counts_updates and self.strategy.local_aggregation:
+            members, who = self.cluster.hosts, "hosts"  # a host's devices push once
+        if self.strategy.counts_updates and self.training.steps < members:
             # asynchronous steps are updates, all workers together: fewer than one per
             # worker measure less than one iteration of each, and a window of updates
             # that all land in the first round can have no length at all
             raise _LocatedError(
                 ("training", "steps"),
                 f"{self.training.steps} updates measure less than one iteration of each of "
-                f"{workers} asynchronous workers; give at least {workers} (asynchronous "
-                "parameter servers count updates, all workers together)",
+                f"{members} asynchronous {who}; give at least {members} (asynchronous "
+                f"parameter servers count updates, all {who} together)",
             )
         if ps and self.strategy.backup_workers >= workers:
             raise _LocatedError(

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from .fields import Bytes, Strict
+from .fields import Bytes, Strict, _LocatedError
 
 #: fields that belong to some strategy kinds only
 _KINDS_OF_FIELD = {
@@ -183,15 +183,18 @@ class StrategySpec(Strict):
         `stages x tensor` devices of a pipeline."""
         return max(1, workers // (self.stages * self.tensor)) if self.pipelined else workers
 
-    def averaged(self, workers: int) -> int:
+    def averaged(self, workers: int, devices_per_host: int = 1) -> int:
         """The gradients one update averages on `workers` devices: one (an asynchronous
-        push; a trial), or one per copy of the model."""
-        return 1 if self.counts_updates or self.trains_alone else self.copies(workers)
+        push; a trial), a host's devices' (an asynchronous push with `local_aggregation`),
+        or one per copy of the model."""
+        if self.counts_updates:
+            return devices_per_host if self.local_aggregation else 1
+        return 1 if self.trains_alone else self.copies(workers)
 
-    def kept(self, workers: int) -> int:
+    def kept(self, workers: int, devices_per_host: int = 1) -> int:
         """The gradients one update applies: those it averages, less what backup workers
         drop (synchronous parameter servers)."""
-        averaged = self.averaged(workers)
+        averaged = self.averaged(workers, devices_per_host)
         if self.serves_parameters and self.sync:
             return averaged - min(self.backup_workers, workers - 1)
         return averaged
@@ -241,6 +244,12 @@ class StrategySpec(Strict):
             )
         if self.kind == "independent" and not self.trials:
             raise ValueError("kind independent needs 'trials' (a mapping of lists)")
+        for key in ("batch_per_worker", "steps"):  # what changes a trial's work
+            for value in (self.trials or {}).get(key, []):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise _LocatedError(
+                        ("trials", key), f"each trial's {key} is a whole number >= 1, not {value!r}"
+                    )
         for bound in ("staleness", "max_iterations_ahead"):
             if self.sync and bound in self.model_fields_set and getattr(self, bound) is not None:
                 raise ValueError(f"'{bound}' applies to asynchronous training (sync: false) only")
@@ -250,10 +259,4 @@ class StrategySpec(Strict):
             )
         if not self.sync and "sync_scope" in self.model_fields_set:
             raise ValueError("'sync_scope' applies to synchronous training (sync: true) only")
-        if not self.sync and self.local_aggregation:
-            # a host's devices summing their gradients before one push is a rendezvous of
-            # the host's devices every step: synchronous by construction
-            raise ValueError(
-                "'local_aggregation' applies to synchronous training (sync: true) only"
-            )
         return self

@@ -14,6 +14,7 @@ The parts, each a module:
   pull, compute and push of them as TensorFlow's dataflow runs a step;
 * `SyncRounds` (`sim/ps_sync.py`): each step's update once enough members have pushed;
 * `HostAggregation` (`sim/ps_hosts.py`): a host's devices reduce first and push once;
+  asynchronously, `AsyncHostAggregatedTraining` (`sim/ps_async_hosts.py`);
 * `StalenessBound` and `EvaluationBarrier` (`sim/ps_async.py`): what holds asynchronous
   workers back.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .ps_async import AsynchronousTraining
+from .ps_async_hosts import AsyncHostAggregatedTraining
 from .ps_hosts import HostAggregatedTraining
 from .ps_sync import SynchronousTraining
 from .training import Training
@@ -40,10 +42,14 @@ def ParameterServerTraining(sim: Simulation, start_step: int) -> Training:  # no
     * synchronous with `local_aggregation` on hosts of several devices: the same, the
       rounds counting hosts, each host's devices aggregated first;
     * asynchronous: server group + dataflow + an update per push, with the SSP bound
-      (`max_iterations_ahead` / `staleness`) and the evaluation barrier where given.
+      (`max_iterations_ahead` / `staleness`) and the evaluation barrier where given;
+    * asynchronous with `local_aggregation` on hosts of several devices: the same, each
+      host's devices aggregated first and pushing once, an update per host push.
     """
     strategy = sim.spec.strategy
     if not strategy.sync:
+        if strategy.local_aggregation and sim.topology.devices_per_host > 1:
+            return AsyncHostAggregatedTraining(sim, start_step)
         return AsynchronousTraining(sim, start_step)
     if strategy.local_aggregation and sim.topology.devices_per_host > 1:
         return HostAggregatedTraining(sim, start_step)

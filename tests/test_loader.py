@@ -346,14 +346,15 @@ def test_model_variables_in_creation_order() -> None:
     assert resized.points[0].spec.model.variables() == [3e6]
 
 
-def test_local_aggregation_needs_sync() -> None:
-    msg = error_of(
-        MINIMAL
-        + "strategy: {kind: parameter_server, servers: 2, sync: false, local_aggregation: true}\n"
+def test_asynchronous_local_aggregation_updates_a_hosts_batches() -> None:
+    # MXNet's dist_async on machines of several devices: a host's devices sum their
+    # gradients and push once, so an update applies the host's 4 batches
+    text = MINIMAL + (
+        "training: {batch_per_worker: 32, steps: 8}\n"
+        "strategy: {kind: parameter_server, servers: 2, sync: false, local_aggregation: true}\n"
     )
-    assert msg == (
-        "strategy: 'local_aggregation' applies to synchronous training (sync: true) only"
-    )
+    (point,) = loads(text).points
+    assert point.spec.samples_per_step == 4 * 32
 
 
 def test_asynchronous_updates_cover_every_worker() -> None:

@@ -113,7 +113,8 @@ def schedule_of(spec: ScenarioSpec, workers: int | None = None) -> Schedule:
     the job's last step, warm-up steps included."""
     training, st = spec.training, spec.strategy
     n = spec.workers if workers is None else workers
-    averaged, kept = st.averaged(n), st.kept(n)
+    per_host = spec.cluster.devices_per_host
+    averaged, kept = st.averaged(n, per_host), st.kept(n, per_host)
     lr = training.learning_rate
     return schedule(
         lr.base,
