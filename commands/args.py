@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 from importlib import metadata
+from pathlib import Path
 
-from scenarios import vocab
+from scenarios import UserError, vocab
 
 try:
     VERSION = metadata.version("trainscale")
@@ -69,6 +70,29 @@ def add_steps(parser: argparse.ArgumentParser) -> None:
         help="steps.csv: one row per step, the workers summed up (summary, the default), "
         "or one row per worker and step (all)",
     )
+
+
+def add_resume(parser: argparse.ArgumentParser) -> None:
+    """--resume DIR: go on with an interrupted run (results/progress.py)."""
+    parser.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="go on with the run whose results DIR holds (in place of --out): the points "
+        "it finished are kept and the rest run; refused if DIR holds another scenario's or "
+        "another version's results",
+    )
+
+
+def out_dir_of(args: argparse.Namespace, default: Path) -> Path:
+    """Where a command writes: --resume DIR, else --out DIR, else `default`; raises
+    UserError where both name directories and they differ, or the place is a file."""
+    out = Path(args.resume or args.out or default)
+    if args.resume and args.out and Path(args.out).resolve() != out.resolve():
+        raise UserError(f"--out: {args.out}, with --resume {args.resume} (which writes there)")
+    if out.exists() and not out.is_dir():
+        flag = "--resume" if args.resume else "--out"
+        raise UserError(f"{flag}: {out} exists and is not a directory")
+    return out
 
 
 def add_force(parser: argparse.ArgumentParser) -> None:

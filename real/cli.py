@@ -1,4 +1,4 @@
-"""`run-real FILE [--out DIR] [--set PATH=VALUE ...] [--trace] [--calibrate |
+"""`run-real FILE [--out DIR | --resume DIR] [--set PATH=VALUE ...] [--trace] [--calibrate |
 --recalibrate PROFILE]`: the scenario, for real.
 
 Every point runs as a local TensorFlow cluster on 127.0.0.1 and writes the same result
@@ -18,18 +18,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from commands.args import add_steps, scenario_parser
+from commands.args import add_resume, add_steps, out_dir_of, scenario_parser
 from measured.profile import dump_profile, load_profile, profiles_of
-from results.files import (
-    claim_output,
-    origin,
-    provenance,
-    results_frame,
-    write_atomic,
-    write_run,
-)
+from results.files import claim_output, origin, provenance, write_atomic
+from results.progress import Finished, Progress, by_key, finished
 from results.steps import summary_of
 from scenarios import UserError, load, vocab
 from scenarios.loader import Point, Scenario
@@ -52,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     add_steps(parser)
+    add_resume(parser)
     parser.add_argument(
         "--engine",
         choices=["local", "spark"],
@@ -133,122 +126,146 @@ def _main(args: argparse.Namespace) -> int:
     sets = _sets_of(args)
     if sets is None:
         return 2
+    progress: Progress | None = None
     try:
         scenario = load(args.scenario, sets, backend="real")
         profiles_of(scenario)  # a bad cluster.profile: refused before any work
         for line in scenario.warnings:
             print(f"run-real: warning: {line}", file=sys.stderr)
         if args.calibrate:
-            if args.recalibrate:
-                raise UserError("--recalibrate: not with --calibrate (which writes a profile)")
+            if args.recalibrate or args.resume:
+                flag = "--recalibrate" if args.recalibrate else "--resume"
+                raise UserError(f"{flag}: not with --calibrate (which writes a profile)")
             return _calibrate(scenario, args)
         recalibrate = _Recalibration(args) if args.recalibrate else None
-        out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "real"
-        if out_dir.exists() and not out_dir.is_dir():
-            raise UserError(f"--out: {out_dir} exists and is not a directory")
-        written_by = origin(
-            args.written_by or "run-real",
-            scenario.name,
-            calibrated=recalibrate is not None,
-            engine=engine_of(scenario),
-        )
-        claim_output(out_dir, written_by, args.force)
-        progress = _progress(args.quiet)
+        progress = _progress_of(args, scenario, recalibrate, started)
+        todo = progress.remaining(scenario)
+        if args.resume and not args.quiet:
+            print(
+                f"run-real: {len(progress.done)} of {len(scenario.points)} points done in "
+                f"{progress.out_dir}; running {len(todo.points)}",
+                file=sys.stderr,
+            )
+        say = _progress(args.quiet)
+        kept = progress
+
+        def point_done(point: RealPoint) -> None:
+            say(point)
+            kept.add(record_of(point, args.steps))
+
         phases = Phases() if not args.quiet and sys.stderr.isatty() else None
         try:
-            points = runner.run(
-                scenario, progress, trace=args.trace, before=recalibrate, phase=phases
-            )
+            if todo.points:
+                runner.run(todo, point_done, trace=args.trace, before=recalibrate, phase=phases)
         finally:
             if phases is not None:
                 phases.stop()
     except UserError as exc:
         print(f"run-real: error: {exc}", file=sys.stderr)
         return 2
-    except GaveUp as exc:  # the points finished before it are written, and said to be
+    except RunError as exc:  # GaveUp too: the points finished before it are kept
         line = f"run-real: failed: {exc}"
-        if exc.done:
-            incomplete = {"point": exc.point, "reason": str(exc)}
-            _write(
-                out_dir,
-                scenario,
-                exc.done,
-                started,
-                recalibrate,
-                written_by,
-                args.steps,
-                incomplete,
+        if progress is not None and progress.done:
+            point = exc.point if isinstance(exc, GaveUp) else None
+            progress.flush(extra={"incomplete": {"point": point, "reason": str(exc)}})
+            line += (
+                f"; wrote {progress.out_dir}/ ({len(progress.done)} of "
+                f"{len(progress.order)} points)"
             )
-            line += f"; wrote {out_dir}/ ({len(exc.done)} of {len(scenario.points)} points)"
         print(line, file=sys.stderr)
-        return 1
-    except RunError as exc:
-        print(f"run-real: failed: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         why, code = how_stopped(exc)
-        print(f"run-real: {why}; every worker stopped, nothing written", file=sys.stderr)
+        kept_line = "nothing written"
+        if progress is not None and progress.done:
+            progress.flush()
+            out = progress.out_dir
+            kept_line = (
+                f"{len(progress.done)} finished points kept in {out}/ "
+                f"(--resume {out} runs the rest)"
+            )
+        print(f"run-real: {why}; every worker stopped, {kept_line}", file=sys.stderr)
         return code
-    _write(out_dir, scenario, points, started, recalibrate, written_by, args.steps)
+    progress.flush(complete=True)
     if not args.quiet:
-        print(f"wrote {out_dir}/ ({len(points)} points)")
+        print(f"wrote {progress.out_dir}/ ({len(progress.done)} points)")
     if recalibrate is not None:
         recalibrate.write()
     return 0
 
 
-def _write(
-    out_dir: Path,
+def _progress_of(
+    args: argparse.Namespace,
     scenario: Scenario,
-    points: list[RealPoint],
-    started: float,
     recalibrate: _Recalibration | None,
-    written_by: dict[str, Any],
-    steps_form: str = vocab.STEPS_SUMMARY,
-    incomplete: dict[str, str] | None = None,
-) -> None:
-    """The result files of the points run; `steps_form`: steps.csv's (`summary` or
-    `all`); `incomplete`: the point the run stopped at, and why (meta.json says so)."""
-    results = results_frame([p.row for p in points])
-    steps = pd.concat([p.steps for p in points], ignore_index=True)
-    if steps_form == vocab.STEPS_SUMMARY:
-        steps = summary_of(steps)
-    meta = provenance(
-        scenario,
-        "real",
-        {
+    started: float,
+) -> Progress:
+    """The run's result directory as its points finish (with --resume, holding the
+    points done there already); raises UserError where it holds another run's results
+    (`--resume`) or another command's (`claim_output`)."""
+    out_dir = out_dir_of(args, Path("runs") / scenario.name / "real")
+    written_by = origin(
+        args.written_by or "run-real",
+        scenario.name,
+        calibrated=recalibrate is not None,
+        engine=engine_of(scenario),
+    )
+    cwd = os.getcwd()
+
+    def meta_of(records: list[Finished]) -> dict[str, Any]:
+        extra: dict[str, Any] = {
             "wall_time_s": time.perf_counter() - started,
-            "cwd": os.getcwd(),
+            "cwd": cwd,
             "origin": written_by,
-            "steps_form": steps_form,
-        },
-    )
-    if incomplete is not None:
-        meta["incomplete"] = incomplete
-    if recalibrate is not None:  # how far the machine moved since the calibration
-        moved = recalibrate.drift()
-        if moved is not None:
-            meta["machine_drift"] = moved
-    runs = {p.point_id: p.runs for p in points if p.runs}
-    if runs:  # real.repeats: every run's own figures, beside the means in results.csv
-        meta["runs"] = runs
-    placement = {p.point_id: p.placement for p in points if p.placement}
-    if placement:  # real.engine: spark: where each process ran
-        meta["placement"] = placement
-    meta["costs"] = {p.point_id: p.costs for p in points if p.costs is not None}
-    targets = {p.point_id: p.target for p in points if p.target}
-    if targets:  # why a point's time-to-target columns are empty
-        meta["targets"] = targets
-    traces = {p.point_id: p.trace for p in points if p.trace is not None}
-    curves = [p.curves for p in points if p.curves is not None]
-    write_run(
+            # which money and energy figures were known, and their sources
+            "costs": by_key(records, "costs"),
+        }
+        if recalibrate is not None:  # how far the machine moved since the calibration
+            moved = recalibrate.drift()
+            if moved is not None:
+                extra["machine_drift"] = moved
+        # real.repeats: every run's own figures, beside the means in results.csv;
+        # real.engine: spark: where each process ran; why a point's time-to-target
+        # columns are empty
+        for key in ("runs", "placement", "targets"):
+            if by_key(records, key):
+                extra[key] = by_key(records, key)
+        return extra
+
+    progress = Progress(
         out_dir,
-        results,
-        steps,
-        meta,
-        traces,
-        pd.concat(curves, ignore_index=True) if curves else None,
+        scenario,
+        provenance(scenario, "real"),
+        steps_header(args.steps),
+        meta_of,
+        {"steps_form": args.steps, "trace": args.trace},
     )
+    if args.resume:  # a directory of another run: refused in its own words first
+        progress.resume(scenario, "real")
+    claim_output(out_dir, written_by, args.force)
+    return progress
+
+
+def steps_header(form: str) -> list[str]:
+    """steps.csv's columns in a form (`summary` or `all`): run-real adds `loss`."""
+    columns = vocab.STEP_COLUMNS if form == vocab.STEPS_ALL else vocab.STEP_SUMMARY_COLUMNS
+    return [*columns, "loss"]
+
+
+def record_of(point: RealPoint, form: str) -> Finished:
+    """A point run for real as its result files hold it (`form`: steps.csv's)."""
+    steps = summary_of(point.steps) if form == vocab.STEPS_SUMMARY else point.steps
+    meta: dict[str, Any] = {}
+    for key, value in (
+        ("runs", point.runs),
+        ("placement", point.placement),
+        ("costs", point.costs),
+        ("targets", point.target),
+    ):
+        if value is not None and (value or key == "costs"):
+            meta[key] = value
+    curves = None if point.curves is None else point.curves.reindex(columns=vocab.CURVE_COLUMNS)
+    return finished(point.point_id, point.row, steps, steps_header(form), curves, point.trace, meta)
 
 
 class Phases:
@@ -324,6 +341,8 @@ class _Recalibration:
         return pool.drift(self.profile, self.measured.compute)
 
     def write(self) -> None:
+        if not self.measured:  # every point was done already (--resume): nothing new
+            return
         folded = pool.fold(self.profile, self.measured)
         write_atomic(self.path, dump_profile(folded))
         if not self.quiet:

@@ -1,4 +1,5 @@
-"""`compare FILE [--out DIR] [--set PATH=VALUE ...] [--force]`: both worlds from one command.
+"""`compare FILE [--out DIR | --resume DIR] [--set PATH=VALUE ...] [--force]`: both worlds
+from one command.
 
 1. `run-real FILE --calibrate` measures this machine (`DIR/profile.yaml`);
 2. `run-real FILE --recalibrate DIR/profile.yaml` runs every point for real (`DIR/real/`),
@@ -12,6 +13,11 @@
    the single-worker processes and the probes measured beside them;
 4. `report DIR/sim DIR/real --out DIR` lays them side by side (`DIR/report.html` and
    `.md`).
+
+With `--resume DIR` compare goes on where a compare into DIR stopped: the calibration is
+kept where `DIR/profile.yaml` exists, run-real resumes `DIR/real/` (`--resume`), and
+simulate resumes `DIR/sim/` unless run-real pooled new measurements into the profile (then
+every prediction is made again); the report is written again.
 
 Each step writes as compare's (`--written-by compare`: meta.json's `origin`, the page's
 generator tag), and compare checks all three before the first starts: it replaces what
@@ -27,6 +33,7 @@ SIGHUP stop the step running, which stops its workers, before compare returns (1
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import signal
 import subprocess
@@ -36,9 +43,10 @@ from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
-from commands.args import ArgumentParser, scenario_parser
+from commands.args import ArgumentParser, add_resume, out_dir_of, scenario_parser
 from measured.profile import profiles_of
 from results.files import claim, claim_output, origin, page_origin
+from results.progress import resumable
 from scenarios import UserError, load
 from scenarios.loader import Scenario
 
@@ -58,6 +66,7 @@ def build_parser() -> ArgumentParser:
         "",
         ["compare scenarios/library/mlp-localhost.yaml"],
     )
+    add_resume(parser)
     return parser
 
 
@@ -121,9 +130,9 @@ def _main(args: Namespace) -> int:
         profiles_of(scenario)  # a bad cluster.profile: refused before any work
         for point in scenario.points:
             check_supported(point.spec)
-        out = Path(args.out) if args.out else Path("runs") / scenario.name
-        if out.exists() and not out.is_dir():
-            raise UserError(f"--out: {out} exists and is not a directory")
+        out = out_dir_of(args, Path("runs") / scenario.name)
+        if args.resume:  # run-real's directory, as run-real --resume checks it
+            resumable(out / "real", scenario, "real", {"steps_form": "summary", "trace": False})
         # every directory compare writes, checked before the minutes of calibration: the
         # steps it starts check again, as compare's (--written-by)
         real_origin = origin("compare", scenario.name, True, engine_of(scenario))
@@ -138,27 +147,25 @@ def _main(args: Namespace) -> int:
     own = ["--written-by", "compare", *(["--force"] if args.force else [])]
     profile = (out / "profile.yaml").resolve()
     try:
-        _step(
-            "calibrate",
-            ["", "real.cli", args.scenario, *sets, "--calibrate", "--out", str(profile)],
-        )
+        if args.resume and profile.is_file():
+            print(f"compare: calibrate: kept {profile} (--resume)", file=sys.stderr)
+        else:
+            _step(
+                "calibrate",
+                ["", "real.cli", args.scenario, *sets, "--calibrate", "--out", str(profile)],
+            )
+        calibrated = _sha256(profile)
+        real = ["--resume" if args.resume else "--out", str(out / "real")]
         _step(
             "run-real",
-            [
-                "",
-                "real.cli",
-                args.scenario,
-                *sets,
-                "--out",
-                str(out / "real"),
-                "--recalibrate",
-                str(profile),
-                *own,
-            ],
+            ["", "real.cli", args.scenario, *sets, *real, "--recalibrate", str(profile), *own],
         )
         warning = drift_warning(out / "real" / "meta.json")
         if warning:
             print(f"compare: warning: {warning}", file=sys.stderr)
+        # the simulation resumes only from the profile it started with: runs of run-real
+        # pooled into it now make every point's prediction new
+        same = args.resume and calibrated is not None and _sha256(profile) == calibrated
         _step(
             "simulate",
             [
@@ -170,7 +177,7 @@ def _main(args: Namespace) -> int:
                 f"cluster.profile={profile}",
                 "--defaults",
                 "real",
-                "--out",
+                "--resume" if same else "--out",
                 str(out / "sim"),
                 *own,
             ],
@@ -195,6 +202,14 @@ def _main(args: Namespace) -> int:
         return code
     print(f"wrote {out}/report.html", file=sys.stderr)
     return 0
+
+
+def _sha256(path: Path) -> str | None:
+    """The sha256 of a file's bytes; None where it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 if __name__ == "__main__":

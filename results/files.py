@@ -7,6 +7,7 @@ is renamed into place (`os.replace`) only once complete.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -24,7 +25,7 @@ import pandas as pd
 
 from scenarios import vocab
 from scenarios.errors import UserError
-from scenarios.loader import Scenario
+from scenarios.loader import Point, Scenario
 from workloads.schedule import schedule_of
 
 PACKAGES = (
@@ -198,6 +199,12 @@ def versions() -> dict[str, str]:
     return out
 
 
+def point_hash(point: Point) -> str:
+    """The sha256 of a point's resolved spec (meta.json's `points`): what `--resume`
+    matches a finished point by."""
+    return hashlib.sha256(point.spec.model_dump_json().encode()).hexdigest()
+
+
 def provenance(
     scenario: Scenario, backend: str, extra: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -215,6 +222,7 @@ def provenance(
         "points": [
             {
                 "id": p.id,
+                "sha256": point_hash(p),
                 "values": dict(p.values),
                 "resolved": p.spec.model_dump(mode="json"),
                 "peak_learning_rate": schedule_of(p.spec).peak,

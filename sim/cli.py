@@ -1,4 +1,4 @@
-"""`simulate FILE [--out DIR] [--set PATH=VALUE ...] [--trace] [--jobs N]`.
+"""`simulate FILE [--out DIR | --resume DIR] [--set PATH=VALUE ...] [--trace] [--jobs N]`.
 
 The command line owns the terminal: a progress bar over sweep points on stderr, a summary
 table on stdout. Bad input is one line on stderr and exit status 2, with nothing written.
@@ -17,12 +17,14 @@ from typing import Any
 
 import pandas as pd
 
-from commands.args import add_steps, scenario_parser
+from commands.args import add_resume, add_steps, out_dir_of, scenario_parser
 from measured.profile import profiles_of
-from results.files import claim_output, origin, provenance, write_run
+from results.files import claim_output, origin, provenance, results_frame
+from results.progress import Finished, Progress, by_key, finished, profile_hashes
 from scenarios import UserError, load, vocab
 from scenarios.backends import AUTO_TIMED_STEPS
 from scenarios.strategy import serves_parameters, trains_alone
+from workloads.pipeline import fits_line
 
 from .convergence import timed_steps
 from .costs.explain import run_summary
@@ -38,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
             "simulate scenarios/library/mlp-localhost.yaml",
             "simulate scenarios/library/allreduce-algorithms.yaml --set training.steps=10 --trace",
             "simulate scenarios/library/overlap-and-fusion.yaml --jobs 2 --out runs/overlap",
+            "simulate scenarios/library/mlp-localhost.yaml --resume runs/mlp-localhost/sim",
         ],
     )
     parser.add_argument("--trace", action="store_true", help="write a Chrome trace per point")
@@ -46,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no table")
     add_steps(parser)
+    add_resume(parser)
     parser.add_argument(
         "--defaults",
         choices=["sim", "real"],
@@ -242,39 +246,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     started = time.perf_counter()
+    progress: Progress | None = None
     try:
-        if args.jobs < 1:
-            raise UserError(f"--jobs: must be at least 1, got {args.jobs}")
-        sets = list(args.sets)
-        if args.engine or args.master:
-            sets.append(f"sim.engine={args.engine or 'spark'}")
-        if args.master:
-            if args.engine == "local":
-                raise UserError("--master: a Spark master, with --engine local")
-            sets.append(f"real.spark.master={args.master}")
-        scenario = load(args.scenario, sets, backend=args.defaults)
-        profiles = profiles_of(scenario)  # a bad cluster.profile: refused before any work
-        for line in scenario.warnings:
-            print(f"simulate: warning: {line}", file=sys.stderr)
-        out_dir = Path(args.out) if args.out else Path("runs") / scenario.name / "sim"
-        if out_dir.exists() and not out_dir.is_dir():
-            raise UserError(f"--out: {out_dir} exists and is not a directory")
-        # simulate's results do not depend on where its points ran: no engine
-        written_by = origin(
-            args.written_by or "simulate",
-            scenario.name,
-            calibrated=any(p.spec.cluster.profile for p in scenario.points),
-        )
-        claim_output(out_dir, written_by, args.force)
+        scenario, profiles, out_dir, written_by = _prepare(args)
+        progress = _progress_of(args, scenario, out_dir, written_by, started)
+        todo = progress.remaining(scenario)
+        if args.resume and not args.quiet:
+            print(
+                f"simulate: {len(progress.done)} of {len(scenario.points)} points done in "
+                f"{out_dir}; running {len(todo.points)}",
+                file=sys.stderr,
+            )
         if not args.quiet:
-            for line in timed_notes(scenario.points):
+            for line in timed_notes(todo.points):
                 print(f"simulate: {line}", file=sys.stderr)
-        bar = None if args.quiet else StepBar(scenario)
-        result = run(
-            scenario,
+        bar = None if args.quiet else StepBar(todo)
+        kept = progress
+
+        def point_done(done: PointResult) -> None:
+            if bar is not None:
+                bar.point_done(done)
+            kept.add(record_of(done, args.steps))
+
+        run(
+            todo,
             jobs=args.jobs,
             trace=args.trace,
-            progress=bar.point_done if bar else None,
+            progress=point_done,
             steps=args.steps,
             within=bar.steps_done if bar else None,
             profiles=profiles,
@@ -285,38 +283,141 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"simulate: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("simulate: interrupted; nothing written", file=sys.stderr)
+        print(f"simulate: interrupted; {_kept(progress)}", file=sys.stderr)
         return 130
-    results = result.results
-    extra: dict[str, Any] = {
-        "wall_time_s": time.perf_counter() - started,
-        "jobs": args.jobs,
-        "cwd": os.getcwd(),
-        "checkpointing": {p.point_id: p.checkpointing for p in result.points},
-    }
-    if result.targets:
-        extra["targets"] = result.targets
-    extra["memory"] = result.memory
-    for line in result.unfit:
+    progress.flush(complete=True)
+    _finish(args, progress, out_dir)
+    return 0
+
+
+def _prepare(args: argparse.Namespace) -> tuple[Any, Any, Path, dict[str, Any]]:
+    """The scenario, its profiles, the output directory and the origin the run writes
+    as; raises UserError on bad input."""
+    if args.jobs < 1:
+        raise UserError(f"--jobs: must be at least 1, got {args.jobs}")
+    sets = list(args.sets)
+    if args.engine or args.master:
+        sets.append(f"sim.engine={args.engine or 'spark'}")
+    if args.master:
+        if args.engine == "local":
+            raise UserError("--master: a Spark master, with --engine local")
+        sets.append(f"real.spark.master={args.master}")
+    scenario = load(args.scenario, sets, backend=args.defaults)
+    profiles = profiles_of(scenario)  # a bad cluster.profile: refused before any work
+    for line in scenario.warnings:
         print(f"simulate: warning: {line}", file=sys.stderr)
-    calibrated = {p.point_id: p.calibration for p in result.points if p.calibration}
+    out_dir = out_dir_of(args, Path("runs") / scenario.name / "sim")
+    # simulate's results do not depend on where its points ran: no engine
+    written_by = origin(
+        args.written_by or "simulate",
+        scenario.name,
+        calibrated=any(p.spec.cluster.profile for p in scenario.points),
+    )
+    return scenario, profiles, out_dir, written_by
+
+
+def _progress_of(
+    args: argparse.Namespace,
+    scenario: Any,
+    out_dir: Path,
+    written_by: dict[str, Any],
+    started: float,
+) -> Progress:
+    """The run's result directory as its points finish; with --resume, holding the
+    points done there already. Raises UserError where the directory holds another
+    run's results (`--resume`) or another command's (`claim_output`)."""
+    cwd = os.getcwd()
+
+    def meta_of(records: list[Finished]) -> dict[str, Any]:
+        extra: dict[str, Any] = {
+            "wall_time_s": time.perf_counter() - started,
+            "jobs": args.jobs,
+            "cwd": cwd,
+            "origin": written_by,
+        }
+        for key in ("checkpointing", "memory", "timed_steps", "engines", "costs"):
+            extra[key] = by_key(records, key)
+        targets = by_key(records, "targets")
+        if targets:
+            extra["targets"] = targets
+        calibrated = by_key(records, "calibration")
+        if calibrated:
+            extra["calibration"] = run_summary(calibrated)
+        return extra
+
+    progress = Progress(
+        out_dir,
+        scenario,
+        provenance(scenario, "sim"),
+        steps_header(args.steps),
+        meta_of,
+        {"steps_form": args.steps, "trace": args.trace, **_profiles(scenario)},
+    )
+    if args.resume:  # a directory of another run: refused in its own words first
+        progress.resume(scenario, "sim")
+    claim_output(out_dir, written_by, args.force)
+    return progress
+
+
+def _profiles(scenario: Any) -> dict[str, Any]:
+    """meta.json's `profiles` where points are calibrated: each profile's sha256, so
+    that a run resumes only with the numbers it started with."""
+    hashes = profile_hashes(scenario)
+    return {"profiles": hashes} if hashes else {}
+
+
+def steps_header(form: str) -> tuple[str, ...]:
+    """steps.csv's columns in a form (`summary` or `all`)."""
+    return vocab.STEP_COLUMNS if form == vocab.STEPS_ALL else vocab.STEP_SUMMARY_COLUMNS
+
+
+def record_of(done: PointResult, form: str) -> Finished:
+    """A simulated point as its result files hold it (`form`: steps.csv's)."""
+    meta: dict[str, Any] = {
+        "checkpointing": done.checkpointing,
+        "memory": done.memory,
+        "costs": done.costs,
+    }
+    if done.timed:
+        meta["timed_steps"] = done.timed
+    if done.row.get("fits") is not False:
+        meta["engines"] = done.engine
+    if done.target is not None:
+        meta["targets"] = done.target
+    if done.calibration:
+        meta["calibration"] = done.calibration
+    curves = None if done.curves is None else done.curves.reindex(columns=vocab.CURVE_COLUMNS)
+    return finished(
+        done.point_id, done.row, done.steps, steps_header(form), curves, done.trace, meta
+    )
+
+
+def _kept(progress: Progress | None) -> str:
+    """What an interrupted run leaves: the points it finished, written, or nothing."""
+    if progress is None or not progress.done:
+        return "nothing written"
+    progress.flush()
+    out = progress.out_dir
+    return f"{len(progress.done)} finished points kept in {out}/ (--resume {out} runs the rest)"
+
+
+def _finish(args: argparse.Namespace, progress: Progress, out_dir: Path) -> None:
+    """The warnings of a finished run and, unless --quiet, its summary table."""
+    records = progress.records
+    for record in records:
+        memory = record.meta.get("memory") or {}
+        if memory.get("fits") is False:
+            print(f"simulate: warning: {fits_line(record.point_id, memory)}", file=sys.stderr)
+    calibrated = by_key(records, "calibration")
     if calibrated:
-        extra["calibration"] = calibration = run_summary(calibrated)
-        for line in calibration["not_found"]:
+        for line in run_summary(calibrated)["not_found"]:
             print(f"simulate: warning: {line}", file=sys.stderr)
-    extra["origin"] = written_by
-    extra["steps_form"] = args.steps
-    extra["timed_steps"] = result.timed
-    extra["engines"] = result.engines
-    extra["costs"] = result.costs
-    meta = provenance(scenario, "sim", extra)
-    write_run(out_dir, results, result.steps, meta, result.traces, result.curves)
     if not args.quiet:
+        results = results_frame([r.row for r in records])
         print(summary_table(results))
         for note in table_notes(results):
             print(f"\n{note}")
         print(f"\nwrote {out_dir}/ ({len(results)} points)")
-    return 0
 
 
 if __name__ == "__main__":
