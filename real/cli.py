@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from commands.args import add_resume, add_steps, out_dir_of, scenario_parser
+from engines.spark import security
 from measured.profile import dump_profile, load_profile, profiles_of
 from results.files import claim_output, origin, provenance, write_atomic
 from results.progress import Finished, Progress, by_key, finished
@@ -230,6 +231,9 @@ def _progress_of(
         for key in ("runs", "placement", "targets"):
             if by_key(records, key):
                 extra[key] = by_key(records, key)
+        real = scenario.points[0].spec.real
+        if real.engine == "spark":  # whether its Spark session authenticated
+            extra["spark"] = security(real.spark.master)
         return extra
 
     progress = Progress(

@@ -71,6 +71,10 @@ CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.
 START_ATTEMPTS = 2
 
 
+#: environment variables that hold a Spark cluster's shared secret (engines/spark.py)
+SECRETS = ("_SPARK_AUTH_SECRET", "TRAINSCALE_SPARK_SECRET")
+
+
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """n distinct ports that were free on host a moment ago (bound together, then closed)."""
     sockets = []
@@ -98,8 +102,9 @@ def process_env(
     jobs: Sequence[Job], index: int, addresses: list[str], device: str
 ) -> dict[str, str]:
     """The environment of job `index`'s process: its TF_CONFIG, the GPU it may use (none
-    on a CPU run), and this package on its path."""
-    env = dict(os.environ)
+    on a CPU run), and this package on its path; never a Spark cluster's shared secret,
+    which a Spark worker hands its executors (engines/spark.py)."""
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
     env.pop("TF_CONFIG", None)
     job = jobs[index]
     if len(jobs) > 1 and not job.standalone:
