@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from engines.spark import SECRET_ENV, SPARK_SECRET_ENV
+
 from . import protocol
 from .job import Job, reports
 from .protocol import Done, Error, Progressing, Record
@@ -71,8 +73,8 @@ CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.
 START_ATTEMPTS = 2
 
 
-#: environment variables that hold a Spark cluster's shared secret (engines/spark.py)
-SECRETS = ("_SPARK_AUTH_SECRET", "TRAINSCALE_SPARK_SECRET")
+#: environment variables that hold a Spark cluster's shared secret
+SECRETS = (SPARK_SECRET_ENV, SECRET_ENV)
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:

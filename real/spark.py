@@ -101,7 +101,13 @@ class SparkLauncher:
                 sc.parallelize(range(n), n).barrier().mapPartitions(task).partitionBy(1)
             )
             try:
-                _collect(sc, stage, self.timeout_s * (1 + len(failures)), "run")
+                _collect(sc, stage, self.timeout_s * (1 + len(failures)), "run", needed=n)
+            except _Starved as exc:  # what finished before it is kept
+                raise GaveUp(
+                    f"real.spark.master: {self.master}: {exc.slots} task slots left for "
+                    f"{exc.waited_s:g} s (spark.scheduler.maxRegisteredResourcesWaitingTime); "
+                    f"this job needs {n} at once (executors were lost)"
+                ) from None
             except _StageFailed as exc:
                 limit = sc.getConf().get("spark.stage.maxConsecutiveAttempts", STAGE_ATTEMPTS)
                 raise _why(run, failures, exc.text, limit) from None
@@ -114,7 +120,8 @@ class SparkLauncher:
         found = []
         for attempt in attempts:
             stopped = run.stopped(attempt, failures)
-            if stopped is None and attempt != attempts[-1]:
+            lost = run.lost_in(attempt) if stopped is None else None
+            if stopped is None and lost is None and attempt != attempts[-1]:
                 continue  # relaunched at once: a crash at start-up, or Spark's own failure
             tasks = run.tasks(attempt)
             records = run.records(attempt)
@@ -145,7 +152,11 @@ class SparkLauncher:
                         restarted_at=back["time"] if back else None,
                     )
                 )
-            found.append(Generation(result, struck, stopped[1]["time"] if stopped else None))
+            stopped_at = stopped[1]["time"] if stopped else None
+            if lost is not None:  # an executor lost: a failure from outside stopped the job
+                struck.append(Kill(process=lost[0], watch=0, killed_at=lost[1]))
+                stopped_at = lost[1]
+            found.append(Generation(result, struck, stopped_at))
         return found
 
 
@@ -173,9 +184,58 @@ def _why(run: RunDir, failures: list[Planned], text: str, limit: str) -> RunErro
     return RunError(f"the Spark stage failed: {_first_line(text)}")
 
 
-def _collect(sc: Any, stage: Callable[[], Any], timeout_s: float, what: str) -> list[Any]:
+class _Starved(RunError):
+    """The executors offered fewer task slots than the barrier stage needs, for longer
+    than Spark waits for resources to register (executors lost for good)."""
+
+    def __init__(self, slots: int, waited_s: float):
+        super().__init__(f"{slots} task slots")
+        self.slots, self.waited_s = slots, waited_s
+
+
+class _Slots:
+    """Watch the task slots the executors offer while a barrier stage runs: fewer than
+    `needed` for `spark.scheduler.maxRegisteredResourcesWaitingTime` (an executor lost
+    and none come in its place), and the stage is cancelled (`starved`)."""
+
+    def __init__(self, sc: Any, needed: int, cancel: Callable[[], None]):
+        self.sc, self.needed, self.cancel = sc, needed, cancel
+        self.wait_s = float(
+            sc._jsc.sc()
+            .conf()
+            .getTimeAsSeconds("spark.scheduler.maxRegisteredResourcesWaitingTime", "30s")
+        )
+        self.slots = needed
+        self.starved = threading.Event()
+        self.done = threading.Event()
+        if needed:
+            threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        jsc = self.sc._jsc.sc()
+        short_since: float | None = None
+        while not self.done.wait(1.0):
+            try:
+                profile = jsc.resourceProfileManager().defaultResourceProfile()
+                self.slots = int(jsc.maxNumConcurrentTasks(profile))
+            except Exception:  # the session is stopping
+                return
+            if self.slots >= self.needed:
+                short_since = None
+                continue
+            short_since = short_since or time.monotonic()
+            if time.monotonic() - short_since >= self.wait_s:
+                self.starved.set()
+                self.cancel()
+                return
+
+
+def _collect(
+    sc: Any, stage: Callable[[], Any], timeout_s: float, what: str, needed: int = 0
+) -> list[Any]:
     """The results of `stage()`'s tasks; past `timeout_s`, or on Ctrl-C, its job group is
-    cancelled (the tasks stop their processes) and the run fails in one line."""
+    cancelled (the tasks stop their processes) and the run fails in one line; so too
+    while the executors offer fewer than `needed` task slots for long (`_Slots`)."""
     group = f"trainscale-{uuid.uuid4().hex}"
     sc.setJobGroup(group, f"trainscale run-real {what}", interruptOnCancel=True)
     expired = threading.Event()
@@ -187,9 +247,12 @@ def _collect(sc: Any, stage: Callable[[], Any], timeout_s: float, what: str) -> 
     timer = threading.Timer(timeout_s, expire)
     timer.daemon = True
     timer.start()
+    slots = _Slots(sc, needed, lambda: sc.cancelJobGroup(group))
     try:
         return list(stage().collect())
     except Exception as exc:
+        if slots.starved.is_set():
+            raise _Starved(slots.slots, slots.wait_s) from None
         if expired.is_set():
             raise RunError(
                 f"real.timeout: the {what} took longer than {timeout_s:g} s and was stopped "
@@ -201,6 +264,7 @@ def _collect(sc: Any, stage: Callable[[], Any], timeout_s: float, what: str) -> 
         raise
     finally:
         timer.cancel()
+        slots.done.set()
 
 
 def _first_line(text: str) -> str:

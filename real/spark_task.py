@@ -6,19 +6,7 @@ picks a free port on its own host, the tasks exchange `host:port` with
 worker code as the local launcher, with the `TF_CONFIG` built from what they gathered. The
 process dies with the task (the kernel's parent-death signal).
 
-Tasks and the driver share one directory (`RunDir`: under `real.shared_dir` on a cluster),
-which outlives every attempt of the stage:
-
-- `attempt-G-I`: task I's mark of attempt G (the first G whose mark it could create), so
-  every task of an attempt knows which attempt it is;
-- `task-G-I.json`: where and when task I of attempt G ran, and how it ended;
-- `records-G-I.jsonl`: its process's records, a line each as they come (the JSON
-  objects it printed; read back typed, `RunDir.records`);
-- `done-G-I`: its process reported `done` (servers stop once every reporting one has);
-- `origin.json`: the host clock of the run's first step (`at_time` counts from it);
-- `request-F`, `struck-F.json`, `restarted-F.json`: failure F of the scenario is due (said
-  by the task that watches for it), has struck (the task of the process it kills), and
-  the process is back (a parameter-server worker, which rejoins).
+Tasks and the driver share one directory (`real/spark_files.py`'s `RunDir`).
 
 A failure that stops the job makes its task fail, so the stage fails and Spark's stage
 retry starts every task again (the barrier stage feeds a shuffle, the only barrier stage
@@ -43,7 +31,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -51,104 +38,10 @@ from . import protocol
 from .job import Job, reports
 from .launcher import CRASHES, START_ATTEMPTS, free_ports, last_error, process_env
 from .protocol import Done, Error, Progressing, Record
+from .spark_files import BEAT_S, Planned, RunDir
 
 #: seconds between looks at the run directory while a process runs
 POLL_S = 0.05
-
-
-@dataclass(frozen=True)
-class Planned:
-    """One failure of the scenario, as the tasks inject it: SIGKILL process `process` once
-    process `watch` has reported step `at_step - 1`, or `at_time` seconds after the run's
-    first step. With `restart_after` the process starts again that many seconds later
-    (it rejoins); otherwise the job stops, and starts again after `downtime`."""
-
-    process: int
-    watch: int
-    at_step: int | None
-    at_time: float | None
-    restart_after: float | None
-    downtime: float
-
-
-class RunDir:
-    """The directory one run of a job shares between its tasks and the driver."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def attempt(self, index: int) -> int:
-        """Mark task `index`'s attempt: the first attempt it has not marked yet."""
-        attempt = 0
-        while True:
-            try:
-                os.close(os.open(self.path / f"attempt-{attempt}-{index}", os.O_CREAT | os.O_EXCL))
-                return attempt
-            except FileExistsError:
-                attempt += 1
-
-    def attempts(self) -> list[int]:
-        """Every attempt some task marked, in order."""
-        found = {int(p.name.split("-")[1]) for p in self.path.glob("attempt-*-*")}
-        return sorted(found)
-
-    def write(self, name: str, data: dict[str, Any]) -> None:
-        """`data` as `name`, whole or not at all (written aside, then renamed)."""
-        part = self.path / f".{name}.{os.getpid()}"
-        part.write_text(json.dumps(data))
-        part.replace(self.path / name)
-
-    def read(self, name: str) -> dict[str, Any] | None:
-        try:
-            data = json.loads((self.path / name).read_text())
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
-
-    def has(self, name: str) -> bool:
-        return (self.path / name).exists()
-
-    def claim(self, name: str, data: dict[str, Any]) -> bool:
-        """Write `name` unless some task already did; whether this one did."""
-        try:
-            fd = os.open(self.path / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data))
-        return True
-
-    def records(self, attempt: int) -> list[Record]:
-        """Every record of an attempt's processes (`real/protocol.py`)."""
-        found: list[Record] = []
-        for path in sorted(self.path.glob(f"records-{attempt}-*.jsonl")):
-            for line in path.read_text().splitlines():
-                try:
-                    data = json.loads(line)
-                except ValueError:
-                    continue
-                found.append(protocol.record_of(data))
-        return found
-
-    def tasks(self, attempt: int) -> dict[int, dict[str, Any]]:
-        """What each task of an attempt wrote of itself, by process index."""
-        found = {}
-        for path in self.path.glob(f"task-{attempt}-*.json"):
-            data = self.read(path.name)
-            if data is not None:
-                found[int(data["index"])] = data
-        return found
-
-    def struck(self, failure: int) -> dict[str, Any] | None:
-        return self.read(f"struck-{failure}.json")
-
-    def stopped(self, attempt: int, failures: list[Planned]) -> tuple[int, dict[str, Any]] | None:
-        """The failure that stopped `attempt` (its number and when it struck), if one did."""
-        for number, failure in enumerate(failures):
-            struck = self.struck(number)
-            if failure.restart_after is None and struck and struck["attempt"] == attempt:
-                return number, struck
-        return None
 
 
 class Watch:
@@ -291,6 +184,26 @@ class _Process:
             self.workdir.rmdir()
 
 
+class _Beat:
+    """A task's beat: its count, written to `name` in the run directory every `BEAT_S`
+    until `stop` (or until the task's Python worker dies)."""
+
+    def __init__(self, run: RunDir, name: str):
+        self.done = threading.Event()
+        threading.Thread(target=self._beat, args=(run, name), daemon=True).start()
+
+    def _beat(self, run: RunDir, name: str) -> None:
+        count = 0
+        while True:
+            run.write(name, {"beat": count})
+            count += 1
+            if self.done.wait(BEAT_S):
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+
+
 class JobTask:
     """What each barrier task of a job runs (pickled to the executors: the jobs and the
     failures, plain data)."""
@@ -318,7 +231,9 @@ class JobTask:
         attempt = run.attempt(index)
         if attempt > 0:
             self._resume(run, attempt)
-        host = "127.0.0.1" if self.local else socket.gethostbyname(socket.gethostname())
+        # the address Spark reaches this task's executor at (a host's name may resolve
+        # to loopback there, as Debian's 127.0.1.1 does): where the peers reach it too
+        host = "127.0.0.1" if self.local else ctx.getTaskInfos()[index].address.rpartition(":")[0]
         (port,) = free_ports(1, host)
         gathered = ctx.allGather(json.dumps({"index": index, "host": host, "port": port}))
         peers = sorted((json.loads(m) for m in gathered), key=lambda p: p["index"])
@@ -327,14 +242,25 @@ class JobTask:
         run.write(f"task-{attempt}-{index}.json", about)
         env = process_env(self.jobs, index, addresses, self.device)
         records = (run.path / f"records-{attempt}-{index}.jsonl").open("a")
+        beat = _Beat(run, f"alive-{attempt}-{index}")
         try:
             with _Process(self.jobs[index], env) as process:
                 ended = self._drive(run, attempt, index, process, records)
         finally:
             records.close()
+            beat.stop()
+        if ended.get("error") and not ended.get("crashed"):
+            # a process whose peer's task is gone fails with it: the job was stopped from
+            # outside (an executor lost), not by this process
+            failed_at = time.time()
+            lost = run.lost(attempt, index, len(self.jobs))
+            if lost is not None:
+                ended = {"lost": lost, "lost_at": failed_at}
         run.write(f"task-{attempt}-{index}.json", {**about, **ended, "finished": time.time()})
         if ended.get("stopped") is not None:
             raise StoppedByFailure(f"process {index} was killed (failure {ended['stopped']})")
+        if ended.get("lost") is not None:
+            raise StoppedByFailure(f"process {index} stopped: process {ended['lost']} was lost")
         if ended.get("error"):
             raise RuntimeError(f"process {index} failed: {ended['error']}")
         yield (0, index)
