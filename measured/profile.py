@@ -65,6 +65,7 @@ from pydantic import ValidationError, field_validator
 
 from scenarios.errors import ScenarioError
 from scenarios.loader import Scenario
+from scenarios.reading import read_yaml
 from scenarios.spec import StrategySpec
 from scenarios.strategy import serves_parameters
 
@@ -246,11 +247,10 @@ def load_profile(path: str | Path, field: str = "cluster.profile") -> Profile:
     """Read and validate a profile; errors are one line naming the file and the field."""
     path = Path(path)
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except OSError as exc:
         raise ScenarioError(f"{field}: cannot read {path} ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{field}: {path} is not YAML ({exc})") from None
+    document = read_yaml(raw, f"{field}: {path}")
     if not isinstance(document, dict):
         raise ScenarioError(f"{field}: {path} is not a trainscale profile (got {document!r:.40})")
     try:

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from scenarios.errors import ScenarioError
 from scenarios.loader import (
+    MAX_POINTS,
     Point,
     Scenario,
     apply_set,
@@ -33,6 +33,7 @@ from scenarios.loader import (
 )
 from scenarios.plan import PlanSpec
 from scenarios.point_ids import point_id_for, sweep_paths, sweep_varying
+from scenarios.reading import read_yaml
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,12 @@ def load_plan(path: str | Path, sets: Sequence[str] = ()) -> Space:
     except ValidationError as exc:
         raise ScenarioError("plan." + format_error(exc, block)) from None
     check_sweep(plan.options, "plan.options")
+    size = math.prod(len(listed) for listed in plan.options.values())
+    if plan.method(size) == "grid" and size > MAX_POINTS:  # every candidate, validated first
+        raise ScenarioError(
+            f"plan.search.method: a grid of {size:,} candidates, more than the {MAX_POINTS:,} "
+            "a scenario may hold; search them with method optuna"
+        )
     document.setdefault("name", path.stem)
     return Space(
         name=str(document["name"]),
@@ -170,10 +177,7 @@ def _set_plan(block: Any, item: str) -> None:
     path = path.strip()
     if not _ or not isinstance(block, dict):
         raise ScenarioError(f"--set {item}: expected PATH=VALUE, e.g. plan.search.trials=40")
-    try:
-        value = yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError:
-        raise ScenarioError(f"--set {path}: cannot read value {text!r} as YAML") from None
+    value = read_yaml(text, f"--set {path}") if text.strip() else ""
     rest = path[len("plan.") :]
     if rest.startswith("options."):
         options = block.setdefault("options", {})

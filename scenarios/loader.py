@@ -15,7 +15,9 @@ import dataclasses
 import difflib
 import hashlib
 import itertools
+import math
 import re
+import reprlib
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -23,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import ScenarioError
 from .point_ids import point_id_for, sweep_paths, sweep_varying, unique_id
+from .reading import read_yaml
 from .spec import ScenarioSpec, _LocatedError
 from .strategy import Backend
 
@@ -149,13 +151,7 @@ def rate_warnings(specs: Sequence[ScenarioSpec]) -> tuple[str, ...]:
 
 def parse_document(raw: bytes, source: str) -> dict[str, Any]:
     """Safe-load YAML and check the version before anything else."""
-    try:
-        document = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError(f"{source}{where}: not valid YAML ({problem})") from None
+    document = read_yaml(raw, source)
     if not isinstance(document, dict):
         raise ScenarioError(f"{source}: a scenario is a YAML mapping, not {_kind(document)}")
     if "version" not in document:
@@ -179,10 +175,7 @@ def apply_set(document: dict[str, Any], item: str) -> None:
         raise ScenarioError(f"--set {item}: expected PATH=VALUE, e.g. cluster.hosts=4")
     path, text = item.split("=", 1)
     path = path.strip()
-    try:
-        value = yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError:
-        raise ScenarioError(f"--set {path}: cannot read value {text!r} as YAML") from None
+    value = read_yaml(text, f"--set {path}") if text.strip() else ""
     sweep = document.get("sweep")
     if path.startswith("sweep."):
         # sweep keys are dotted paths themselves: --set sweep.cluster.hosts=[1,2]
@@ -285,12 +278,24 @@ def check_sweep(sweep: Any, where: str) -> None:
             set_before.append((str(key), path))
 
 
+#: the most points a sweep may expand to (each is validated, then run)
+MAX_POINTS = 10_000
+
+
 def expand(document: Mapping[str, Any]) -> list[Point]:
     """The cartesian product of `sweep`, in file order, each point validated. A key that
     joins several paths with commas sets them together: its values are lists with one
     value per path (`cluster.hosts,strategy.servers: [[2, 2], [4, 4]]`)."""
     sweep = document.get("sweep") or {}
     check_sweep(sweep, "sweep")
+    size = math.prod(len(listed) for listed in sweep.values())
+    if size > MAX_POINTS:
+        factors = " x ".join(str(len(listed)) for listed in sweep.values())
+        raise ScenarioError(
+            f"sweep: {factors} = {size:,} points, more than the {MAX_POINTS:,} one scenario "
+            "may hold; sweep fewer values, or search a large space with a plan "
+            "(docs/planning.md)"
+        )
     base = {k: v for k, v in document.items() if k != "sweep"}
     keys = list(sweep)
     varying = sweep_varying(sweep)
@@ -400,8 +405,22 @@ def format_error(exc: ValidationError, document: Mapping[str, Any]) -> str:
         if message.startswith(prefix):
             message = message[len(prefix) :]
     value = _lookup(document, loc)
-    shown = f" (got {value!r})" if value is not _MISSING and not isinstance(value, dict) else ""
+    shown = (
+        f" (got {_shown(value)})" if value is not _MISSING and not isinstance(value, dict) else ""
+    )
     return f"{path}: {message}{shown}"
+
+
+def _shown(value: Any) -> str:
+    """The value as a message quotes it: its repr, shortened past 200 characters (a list
+    of a million values is not repeated back)."""
+    text = repr(value)
+    return text if len(text) <= 200 else _SHORT.repr(value)
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 8
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 100
 
 
 def _is_union_tag(part: Any) -> bool:

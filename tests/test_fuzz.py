@@ -30,12 +30,16 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from measured.profile import profiles_of
+from planner.space import load_plan
 from scenarios import ScenarioError, load, loads
 from scenarios.errors import UserError
+from scenarios.loader import _submodel
+from scenarios.spec import ScenarioSpec
+from sim.cli import main as simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
@@ -96,8 +100,10 @@ def files_under(folder: Path) -> dict[str, tuple[int, int]]:
     }
 
 
-def run_command(main: Callable[[Sequence[str]], int], argv: Sequence[str], out: Path) -> int:
-    """Run a command's `main` in-process; return its exit status after checking the
+def run_command(
+    main: Callable[[Sequence[str]], int], argv: Sequence[str], out: Path
+) -> tuple[int, str]:
+    """Run a command's `main` in-process; return its exit status and stderr after checking the
     contract: 0 or 2, on 2 exactly one line on stderr (log records and Python warnings
     count as lines, as a terminal would show them) and nothing new under `out`."""
     before = files_under(out)
@@ -126,7 +132,7 @@ def run_command(main: Callable[[Sequence[str]], int], argv: Sequence[str], out: 
         assert len(lines) == 1, f"{len(lines)} lines on stderr:\n{text}"
         assert_one_line(lines[0], " ".join(argv))
         assert files_under(out) == before, f"{out}: written although refused: {lines[0]}"
-    return status
+    return status, text
 
 
 # ------------------------------------------------------------------ mutating documents
@@ -296,14 +302,19 @@ SCENARIOS = {
 
 
 @st.composite
-def mutated_scenarios(draw: st.DrawFn) -> tuple[str, dict[str, Any], list[str]]:
-    """(file, mutated document, kinds of mutation): one to three mutations of one file."""
-    name = draw(st.sampled_from(sorted(SCENARIOS)))
+def mutated_from(draw: st.DrawFn, document: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """(mutated document, kinds of mutation): one to three mutations of the document."""
     kinds: list[str] = []
-    document = SCENARIOS[name]
     for _ in range(draw(st.integers(1, 3))):
         document = mutate(document, draw, kinds)
-    return name, document, kinds
+    return document, kinds
+
+
+@st.composite
+def mutated_scenarios(draw: st.DrawFn) -> tuple[str, dict[str, Any], list[str]]:
+    """(file, mutated document, kinds of mutation) of one bundled scenario."""
+    name = draw(st.sampled_from(sorted(SCENARIOS)))
+    return (name, *draw(mutated_from(SCENARIOS[name])))
 
 
 @budget(1200)
@@ -328,11 +339,17 @@ def test_a_mutated_scenario_loads_or_is_refused_in_one_line(
         (["strategy.fusion_buffer=" + "1*" * 5000 + "1 B"], "strategy.fusion_buffer"),  # stack
         (["strategy.fusion_buffer=" + "-" * 2000 + "1 B"], "strategy.fusion_buffer"),
         (['cluster.network={base: 25GbE, "a\\nb": 1}'], "cluster.network.a\\nb"),  # a break
+        (["sweep.checkpoint=&a [*a]"], "--set sweep.checkpoint"),  # an alias in itself
+        (["description=" + "[" * 1000 + "]" * 1000], "--set description"),  # YAML's stack
+        (  # a trial's batch is a number: the simulator took int() of this list
+            ["strategy.trials={batch_per_worker: [32, [64]]}"], "strategy.trials.batch_per_worker"
+        ),
     ],
-)
+)  # fmt: skip
 def test_what_the_fuzzing_found_is_refused_in_one_line(sets: list[str], field: str) -> None:
+    name = "hyperparameter-search" if "trials" in sets[0] else "resnet50-large-batch"
     with pytest.raises(ScenarioError) as refused:
-        load(ROOT / "scenarios/library/resnet50-large-batch.yaml", sets)
+        load(ROOT / f"scenarios/library/{name}.yaml", sets)
     assert_one_line(str(refused.value), str(sets))
     assert str(refused.value).startswith(f"{field}: ")
 
@@ -343,3 +360,167 @@ def test_a_power_tower_is_refused_at_once() -> None:
     with pytest.raises(ScenarioError, match="^strategy.fusion_buffer: not a number with a unit"):
         load(ROOT / "scenarios/library/mlp-localhost.yaml", ["strategy.fusion_buffer=9**9**9 B"])
     assert time.perf_counter() - started < 5
+
+
+# ------------------------------------------------------------------ --set PATH=VALUE
+
+
+def field_paths(model: Any = None, prefix: str = "") -> Iterator[str]:
+    """Every dotted path the scenario language has (cluster.network.bandwidth ...)."""
+    for key, info in (model or ScenarioSpec).model_fields.items():
+        yield prefix + key
+        inner = _submodel(info.annotation)
+        if inner is not None:
+            yield from field_paths(inner, f"{prefix}{key}.")
+
+
+FIELD_PATHS = sorted(field_paths())
+
+#: what a person types after `=`: YAML scalars and collections, broken YAML, units
+SET_TEXTS = st.sampled_from(
+    ["4", "-1", "0", "1e400", ".nan", ".inf", "nan", "[1, 2]", "[]", "{}", "{a: 1}", "true",
+     "null", "~", "", " ", "'", '"', "[", "{", ": ", "- a", "a: b: c", "!!python/object:os.system",
+     "!!binary AAAA", "&a [*a]", "25 Gbit/s", "64 MiB", "10 us", "3 ms", "ring", "allreduce",
+     "parameter_server", "resnet50", "v100", "25GbE", "1.5", "2**10", "0x10", "1_000", "=",
+     "[1, [2, [3]]]", "{base: v100, efficiency: 2}", "\t", "é", "\x00", "1 GB GB"]
+) | st.text(alphabet="0123456789.-+e []{}:,'\"abs GMiB/&*!|>#%@`\\\n", max_size=16)  # fmt: skip
+
+SET_PATHS = (
+    st.sampled_from(FIELD_PATHS)
+    | st.sampled_from(FIELD_PATHS).map(lambda path: f"sweep.{path}")
+    | st.sampled_from(["", ".", "..", "a..b", "sweep", "sweep.", "cluster.", ".cluster", "=",
+                       "cluster.hosts,strategy.servers", "sweep.cluster.hosts,strategy.servers",
+                       "cluster.network.bandwidth.x", "strategy.trials.lr", "model.keras.hidden",
+                       "cluster.device.samples_per_s.resnet50", "real.spark.conf.spark.x"])
+    | st.text(max_size=12)
+)  # fmt: skip
+
+SET_ITEMS = st.builds(
+    lambda p, v, eq: f"{p}{eq}{v}",
+    SET_PATHS,
+    SET_TEXTS,
+    st.sampled_from(["=", "=", "=", " = ", ""]),
+)
+
+
+@budget(700)
+@given(st.sampled_from(sorted(SCENARIOS)), st.lists(SET_ITEMS, min_size=1, max_size=3))
+def test_a_fuzzed_set_loads_or_is_refused_in_one_line(name: str, sets: list[str]) -> None:
+    text = yaml.safe_dump(SCENARIOS[name], sort_keys=False)
+    accepted_or_refused(lambda: loads(text, sets, source=name), f"{name} --set {sets}")
+
+
+# ------------------------------------------------------------------ simulate itself
+
+#: what simulate runs here: small enough to run in milliseconds after a mutation
+SMALL = ("mlp-localhost.yaml", "mlp-localhost-strategies.yaml", "sync-vs-async.yaml",
+         "stragglers-backup-workers.yaml", "hyperparameter-search.yaml")  # fmt: skip
+FEW_STEPS = ("--set", "training.steps=3", "--set", "training.warmup_steps=1")
+
+
+def small_enough(text: str, sets: Sequence[str]) -> bool:
+    """Whether the scenario loads and each point is small to simulate (a mutation can
+    ask for a million workers or steps: valid, and minutes to simulate)."""
+    try:
+        scenario = loads(text, sets)
+    except UserError:
+        return True  # refused before any work
+    return all(
+        p.spec.workers <= 64
+        and p.spec.training.steps <= 50
+        and p.spec.sim.replications <= 3
+        and len(scenario.points) <= 8
+        for p in scenario.points
+    )
+
+
+@budget(120)
+@given(
+    st.sampled_from(SMALL).flatmap(
+        lambda name: st.tuples(st.just(name), mutated_from(SCENARIOS[f"library/{name}"]))
+    ),
+    st.lists(SET_ITEMS, max_size=2),
+)
+def test_simulate_runs_or_refuses_in_one_line_with_nothing_written(
+    tmp_path_factory: pytest.TempPathFactory,
+    case: tuple[str, tuple[dict[str, Any], list[str]]],
+    sets: list[str],
+) -> None:
+    name, (document, _) = case
+    folder = tmp_path_factory.mktemp("simulate")
+    scenario = folder / name
+    scenario.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    argv = [str(scenario), "--quiet", "--out", str(folder / "out"), *FEW_STEPS]
+    argv += [arg for item in sets for arg in ("--set", item)]
+    assume(small_enough(scenario.read_text(encoding="utf-8"), argv[5::2]))
+    run_command(simulate, argv, folder / "out")
+
+
+# ------------------------------------------------------------------ huge input
+
+
+def test_a_sweep_too_large_to_run_is_refused_at_once_with_its_size(tmp_path: Path) -> None:
+    """10 keys of 10 values: 1e10 points, refused before the first is expanded."""
+    sets = [f"sweep.{key}={list(range(1, 11))}" for key in TEN_SWEPT]
+    started = time.perf_counter()
+    with pytest.raises(ScenarioError) as refused:
+        load(ROOT / "scenarios/library/mlp-localhost.yaml", sets)
+    assert str(refused.value).startswith("sweep: 2 x 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10")
+    assert "= 2,000,000,000 points, more than the 10,000 " in str(refused.value)
+    out = tmp_path / "out"
+    argv = [str(ROOT / "scenarios/library/mlp-localhost.yaml"), "--out", str(out)]
+    assert run_command(simulate, argv + [a for s in sets for a in ("--set", s)], out)[0] == 2
+    assert time.perf_counter() - started < 5
+
+
+#: fields that take the numbers 1 to 10
+TEN_SWEPT = ("seed", "training.steps", "training.warmup_steps", "training.batch_per_worker",
+             "cluster.hosts", "checkpoint.every_steps", "sim.replications",
+             "training.learning_rate.base", "stragglers.jitter")  # fmt: skip
+
+
+def test_a_plan_grid_too_large_to_check_is_refused_but_a_search_is_not() -> None:
+    """A plan's candidates are made one at a time, as the search asks: a space of 1e10
+    costs nothing until a grid would validate every one of them."""
+    plan = ROOT / "scenarios/plans/digits-mlp.yaml"
+    sets = [
+        f"plan.options.{key}={list(range(1, 11))}"
+        for key in ("seed", "training.warmup_steps", "cluster.hosts", "checkpoint.every_steps",
+                    "sim.replications")
+    ] + [
+        f"plan.options.training.learning_rate.base={[i / 100 for i in range(1, 11)]}",
+        f"plan.options.stragglers.jitter={[i / 100 for i in range(10)]}",
+    ]  # fmt: skip
+    space = load_plan(plan, sets)
+    assert space.size == 2 * 2 * 3 * 10**7  # the file's options, and seven lists of ten
+    space.point(space.size - 1)  # the last candidate, made alone
+    with pytest.raises(ScenarioError, match=r"^plan.search.method: a grid of 120,000,000 "):
+        load_plan(plan, [*sets, "plan.search.method=grid"])
+
+
+def test_a_file_of_megabytes_is_read_or_refused_in_one_line(tmp_path: Path) -> None:
+    """A description of 4 MB is read; a list of 300,000 workers (2 MB) and aliases that
+    hold billions of values are refused, each in one line, in seconds."""
+    base = (ROOT / "scenarios/library/mlp-localhost.yaml").read_text(encoding="utf-8")
+    long = tmp_path / "long.yaml"
+    long.write_text(base.replace("description: ", "description: " + "x" * 4_000_000), "utf-8")
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(
+        base + f"stragglers: {{slow: [{{factor: 2, workers: {list(range(300_000))}}}]}}\n"
+    )
+    laughs = tmp_path / "laughs.yaml"
+    lines = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    laughs.write_text(base + "strategy: {kind: independent, trials: {" + ", ".join(lines) + "}}\n")
+    started = time.perf_counter()
+    description = load(long).points[0].spec.description
+    assert description.startswith("x" * 4_000_000 + "MLP (1.1 M parameters)")
+    assert huge.stat().st_size > 2_000_000
+    for path, message in (
+        (huge, "stragglers.slow[0].workers: "),
+        (laughs, "holds 12,345,679,073 values with its aliases followed, more than the "),
+    ):
+        out = tmp_path / f"out-{path.stem}"
+        status, said = run_command(simulate, [str(path), "--out", str(out)], out)
+        assert status == 2 and message in said
+    assert time.perf_counter() - started < 30
