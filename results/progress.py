@@ -299,6 +299,8 @@ def _differs(
             f"{str(written.get('sha256'))[:12]}), not {scenario.path} (sha256 "
             f"{scenario.sha256[:12]})"
         )
+    if not isinstance(meta.get("done"), dict):
+        return "holds no list of finished points (meta.json's `done`): nothing to resume"
     points = [(p.get("id"), p.get("sha256")) for p in meta.get("points") or []]
     if points != [(p.id, point_hash(p)) for p in scenario.points]:
         return "holds other points than this scenario resolves to (another --set?)"

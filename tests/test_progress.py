@@ -186,12 +186,13 @@ def test_resume_refuses_another_run_in_one_line(
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing touched
 
 
-def test_resume_refuses_another_version_and_another_backend(
+def test_resume_refuses_another_version_backend_or_a_run_without_done(
     uninterrupted: Path, tmp_path: Path
 ) -> None:
     for key, value, said in (
         ("versions", {"trainscale": "0.0.1"}, "was written by trainscale 0.0.1"),
         ("backend", "real", "holds results of backend 'real', not 'sim'"),
+        ("done", None, "holds no list of finished points"),  # a run written at its end
     ):
         out = tmp_path / key
         out.mkdir()
