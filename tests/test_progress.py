@@ -40,6 +40,15 @@ def refusal(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """The one line `simulate ARGS`, run in this process, is refused with."""
+    capsys.readouterr()
+    assert cli.main(list(args)) == 2
+    lines = [x for x in capsys.readouterr().err.splitlines() if "warning:" not in x]
+    assert len(lines) == 1 and lines[0].startswith("simulate: error: "), lines
+    return lines[0]
+
+
 def meta(directory: Path) -> dict[str, Any]:
     return json.loads((directory / vocab.META_FILE).read_text())  # type: ignore[no-any-return]
 
@@ -175,19 +184,23 @@ def test_resume_of_a_new_directory_runs_every_point(tmp_path: Path) -> None:
     ],
 )
 def test_resume_refuses_another_run_in_one_line(
-    uninterrupted: Path, tmp_path: Path, args: list[str], said: str
+    uninterrupted: Path,
+    tmp_path: Path,
+    args: list[str],
+    said: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = tmp_path / "sim"
     out.mkdir()
     for path in uninterrupted.iterdir():
         (out / path.name).write_bytes(path.read_bytes())
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert said in refusal(simulate(*args, "--resume", str(out)))
+    assert said in refused(capsys, *args, "--resume", str(out))
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing touched
 
 
 def test_resume_refuses_another_version_backend_or_a_run_without_done(
-    uninterrupted: Path, tmp_path: Path
+    uninterrupted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for key, value, said in (
         ("versions", {"trainscale": "0.0.1"}, "was written by trainscale 0.0.1"),
@@ -201,10 +214,11 @@ def test_resume_refuses_another_version_backend_or_a_run_without_done(
         written = meta(out)
         written[key] = value
         (out / vocab.META_FILE).write_text(json.dumps(written))
-        assert said in refusal(simulate(str(SWEEP), "--trace", "--resume", str(out), "--force"))
+        assert said in refused(capsys, str(SWEEP), "--trace", "--resume", str(out), "--force")
 
 
 def test_resume_refuses_a_directory_without_a_run(tmp_path: Path) -> None:
+    """As the command line says it: one line, exit status 2."""
     (tmp_path / "notes.txt").write_text("mine")
     line = refusal(simulate(str(SWEEP), "--resume", str(tmp_path)))
     assert "meta.json: missing or not JSON" in line
