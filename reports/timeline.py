@@ -98,18 +98,24 @@ def from_steps(steps: pd.DataFrame, bounds: tuple[float, float]) -> Timeline:
     )
 
 
-def _threads(events: list[Any]) -> dict[tuple[Any, Any], tuple[int, int]]:
+def _threads(events: list[Any]) -> dict[tuple[str, str], tuple[int, int]]:
     """(pid, tid) -> (worker, lane) from the trace's thread_name metadata."""
     out = {}
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "M" or e.get("name") != "thread_name":
             continue
-        name = str((e.get("args") or {}).get("name", ""))
+        args = e.get("args")
+        name = str(args.get("name", "")) if isinstance(args, dict) else ""
         match = _WORKER_THREAD.match(name)
         if match:
             lane = COMM_LANE if name.split()[-1] == "comm" else COMPUTE_LANE
-            out[(e.get("pid"), e.get("tid"))] = (int(match.group(1)), lane)
+            out[_thread(e)] = (int(match.group(1)), lane)
     return out
+
+
+def _thread(event: dict[str, Any]) -> tuple[str, str]:
+    """An event's (pid, tid), as text: a file may hold any JSON there, a list too."""
+    return str(event.get("pid")), str(event.get("tid"))
 
 
 def from_trace(document: dict[str, Any], bounds: tuple[float, float] | None) -> Timeline:
@@ -135,11 +141,11 @@ def from_trace(document: dict[str, Any], bounds: tuple[float, float] | None) -> 
             else (0.0, 0.0)
         )
     start, end = bounds
-    unnamed: dict[tuple[Any, Any], tuple[int, int]] = {}
+    unnamed: dict[tuple[str, str], tuple[int, int]] = {}
     worker, lane, phase, begin, finish = [], [], [], [], []
     workers = 0
     for e in spans:
-        key = (e.get("pid"), e.get("tid"))
+        key = _thread(e)
         where = threads.get(key)
         if where is None:
             where = unnamed.setdefault(key, (len(threads) + len(unnamed), COMPUTE_LANE))

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import csv
 import hashlib
 import io
+import json
 import logging
 import os
+import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -30,11 +33,14 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import SCENARIO as CALIBRATED
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from measured.profile import profiles_of
+from measured.profile import Profile, dump_profile, load_profile, profiles_of
 from planner.space import load_plan
+from reports.cli import main as report
+from reports.load import load_run
 from scenarios import ScenarioError, load, loads
 from scenarios.errors import UserError
 from scenarios.loader import _submodel
@@ -524,3 +530,262 @@ def test_a_file_of_megabytes_is_read_or_refused_in_one_line(tmp_path: Path) -> N
         status, said = run_command(simulate, [str(path), "--out", str(out)], out)
         assert status == 2 and message in said
     assert time.perf_counter() - started < 30
+
+
+# ------------------------------------------------------------------ calibration profiles
+
+
+def _fit(**more: Any) -> dict[str, Any]:
+    points = [{"bytes": "1 KiB", "time": "2 ms"}, {"bytes": "1 MiB", "time": "8 ms"}]
+    return {"latency": "1.9 ms", "bandwidth": "160 MB/s", "r2": 0.99, "max_rel_residual": 0.1,
+            "points": points, **more}  # fmt: skip
+
+
+#: a profile with an entry of every kind (conftest's SCENARIO trains its model `toy`),
+#: as `dump_profile` writes it
+PROFILE = dump_profile(
+    Profile.model_validate(
+        {
+            "created": "2026-11-29T12:00:00+00:00",
+            "machine": {"hostname": "box", "cpus": 2, "platform": "test", "tensorflow": "2.21"},
+            "compute": [
+                {
+                    "model": "toy",
+                    "batch_per_worker": 10,
+                    "processes": p,
+                    "step_time": f"{t} ms",
+                    "p10": "6 ms",
+                    "p90": "8 ms",
+                    "steps": 50,
+                    "startup": "2 s",
+                }
+                for p, t in ((1, 6.4), (2, 7.0))
+            ]
+            + [
+                {
+                    "model": "toy",
+                    "batch_per_worker": 10,
+                    "processes": 2,
+                    "in_graph": True,
+                    "gradients_only": True,
+                    "step_time": "5 ms",
+                }
+            ],
+            "transfer": _fit(),
+            "exchange": _fit(bandwidth="120 MB/s"),
+            "messages": {"first": "2.2 ms", "chained": "0.5 ms", "chain": 8},
+            "allreduce": [_fit(workers=2), _fit(workers=4)],
+            "in_graph": [_fit(workers=2)],
+            "coordinator": {"dispatch": "3 ms", "call": "1 ms", "queued": "2 ms"},
+            "updates": [
+                {
+                    "model": "toy",
+                    "servers": 1,
+                    "time": "4 ms",
+                    "closure_read": "3 ms",
+                    "closure_accumulate": "4 ms",
+                    "closure_apply": "5 ms",
+                }
+            ],
+            "restarts": [
+                {
+                    "model": "toy",
+                    "batch_per_worker": 10,
+                    "strategy": "allreduce/ring",
+                    "workers": 2,
+                    "time": "3 s",
+                }
+            ],
+        }  # fmt: skip
+    )
+)
+PROFILE_DOCUMENT = yaml.safe_load(PROFILE)
+
+
+#: bytes that break a text file: not UTF-8, NUL, YAML's and CSV's syntax, a line break
+GARBAGE = st.sampled_from(
+    [b"\xff\xfe", b"\x00", b"\t:", b"\n- ", b"{", b"&a *a", b"\xe2\x80\xa8", b'"', b",,", b"\r"]
+)
+
+
+@st.composite
+def broken_bytes(draw: st.DrawFn, text: str) -> bytes:
+    """The text's bytes truncated, with garbage written over a part, or bytes inserted."""
+    raw = text.encode()
+    at = draw(st.integers(0, len(raw)))
+    how = draw(st.sampled_from(["truncate", "overwrite", "insert"]))
+    if how == "truncate":
+        return raw[:at]
+    garbage = draw(st.binary(min_size=1, max_size=16) | GARBAGE)
+    return raw[:at] + garbage + raw[at + (len(garbage) if how == "overwrite" else 0) :]
+
+
+PROFILE_INPUTS = mutated_from(PROFILE_DOCUMENT).map(
+    lambda case: yaml.safe_dump(case[0], sort_keys=False).encode()
+) | broken_bytes(PROFILE)
+
+
+@budget(500)
+@given(PROFILE_INPUTS)
+def test_a_broken_profile_loads_or_is_refused_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, raw: bytes
+) -> None:
+    path = tmp_path_factory.mktemp("profile") / "box.yaml"
+    path.write_bytes(raw)
+    accepted_or_refused(lambda: load_profile(path), repr(raw[:200]))
+
+
+@budget(100)
+@given(PROFILE_INPUTS, st.sampled_from(["allreduce", "parameter_server", "independent"]))
+def test_simulate_with_a_broken_profile_runs_or_refuses_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, raw: bytes, kind: str
+) -> None:
+    folder = tmp_path_factory.mktemp("calibrated")
+    (folder / "box.yaml").write_bytes(raw)
+    (folder / "scenario.yaml").write_text(CALIBRATED, encoding="utf-8")
+    strategy = {
+        "allreduce": "{kind: allreduce, algorithm: ring, overlap: false}",
+        "parameter_server": "{kind: parameter_server, servers: 1}",
+        "independent": "{kind: independent, trials: {lr: [0.1, 0.2, 0.3]}}",
+    }[kind]
+    argv = [str(folder / "scenario.yaml"), "--quiet", "--out", str(folder / "out")]
+    argv += ["--set", f"strategy={strategy}", "--set", "cluster.devices_per_host=2"]
+    run_command(simulate, argv, folder / "out")
+
+
+# ------------------------------------------------------------------ result files
+
+#: result directories `report` reads: simulate's and run-real's of one scenario, and a
+#: simulation with traces
+RESULTS = ROOT / "tests" / "data" / "reports"
+RUNS = ("mlp-localhost/sim", "mlp-localhost/real", "async-ps")
+
+
+def mutated_csv(text: str, draw: st.DrawFn) -> str:
+    """A CSV file with a column dropped, misspelt or added, a cell of another type, its
+    rows gone, or a row repeated."""
+    rows = list(csv.reader(io.StringIO(text)))
+    header, body = rows[0], rows[1:]
+    how = draw(st.sampled_from(["drop column", "misspell column", "add column", "cell",
+                                "cells", "no rows", "repeat row", "short row"]))  # fmt: skip
+    column = draw(st.integers(0, len(header) - 1))
+    if how == "drop column":
+        rows = [row[:column] + row[column + 1 :] for row in rows]
+    elif how == "misspell column":
+        header[column] = misspelt(header[column], draw)
+    elif how == "add column":
+        rows = [row + [draw(CELLS)] for row in rows]
+    elif how in ("cell", "cells") and body:
+        chosen = body if how == "cells" else [draw(st.sampled_from(body))]
+        for row in chosen:
+            row[column] = draw(CELLS)
+    elif how == "no rows":
+        rows = rows[:1]
+    elif how == "repeat row" and body:
+        rows.append(list(draw(st.sampled_from(body))))
+    elif how == "short row" and body:
+        body[-1] = body[-1][:column]
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
+#: what a cell may hold instead of its value
+CELLS = st.sampled_from(["", "nan", "inf", "-inf", "-1", "0", "1e400", "True", "yes", "x",
+                         "sim", "real", "1,5", "[1]", "None", "NaN", "1e-400", " 3 "]) | st.text(
+    max_size=6)  # fmt: skip
+
+
+@st.composite
+def broken_runs(draw: st.DrawFn) -> tuple[str, dict[str, bytes]]:
+    """(run, {file name: new bytes}): one or two of a result directory's files broken."""
+    run = draw(st.sampled_from(RUNS))
+    files = sorted(p.name for p in (RESULTS / run).iterdir() if p.name != "scenario.yaml")
+    changed: dict[str, bytes] = {}
+    for name in draw(st.lists(st.sampled_from(files), min_size=1, max_size=2, unique=True)):
+        text = (RESULTS / run / name).read_text(encoding="utf-8")
+        how = draw(st.sampled_from(["content", "content", "bytes", "missing"]))
+        if how == "missing":
+            changed[name] = b""
+            continue
+        if how == "bytes":
+            changed[name] = draw(broken_bytes(text))
+        elif name.endswith(".csv"):
+            changed[name] = mutated_csv(text, draw).encode()
+        else:
+            document = json.loads(text)
+            document = draw(mutated_from(document))[0] if isinstance(document, dict) else document
+            changed[name] = json.dumps(document).encode()
+    return run, changed
+
+
+def broken_copy(folder: Path, run: str, changed: dict[str, bytes]) -> Path:
+    """A copy of the run in folder with its changed files (an empty one: missing)."""
+    target = folder / "run"
+    shutil.copytree(RESULTS / run, target)
+    for name, raw in changed.items():
+        if raw:
+            (target / name).write_bytes(raw)
+        else:
+            (target / name).unlink()
+    return target
+
+
+@budget(500)
+@given(broken_runs())
+def test_a_broken_result_directory_is_read_or_refused_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, case: tuple[str, dict[str, bytes]]
+) -> None:
+    run = broken_copy(tmp_path_factory.mktemp("results"), *case)
+    accepted_or_refused(lambda: load_run(run), f"{case[0]}: {sorted(case[1])}")
+
+
+@budget(40)
+@given(broken_runs(), st.booleans())
+def test_report_writes_or_refuses_in_one_line_with_nothing_written(
+    tmp_path_factory: pytest.TempPathFactory, case: tuple[str, dict[str, bytes]], timelines: bool
+) -> None:
+    folder = tmp_path_factory.mktemp("report")
+    run = broken_copy(folder, *case)
+    argv = [str(run), "--out", str(folder / "report"), *([] if timelines else ["--no-timelines"])]
+    run_command(report, argv, folder / "report")
+
+
+def test_a_trace_with_a_list_for_a_thread_id_is_drawn(tmp_path: Path) -> None:
+    """Found by fuzzing: a trace event's pid may be any JSON value; a list was a
+    TypeError (unhashable) in the timeline, now a thread like any other."""
+    run = broken_copy(tmp_path, "async-ps", {})
+    trace = run / "trace-sync=true.json"
+    document = json.loads(trace.read_text(encoding="utf-8"))
+    for event in document["traceEvents"][:3]:
+        event["pid"], event["args"] = [1, 2], ["not", "a", "mapping"]
+    trace.write_text(json.dumps(document), encoding="utf-8")
+    assert run_command(report, [str(run), "--out", str(tmp_path / "report")], tmp_path)[0] == 0
+    assert "async-ps" in (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------ plans
+
+PLANS = bundled("plans")
+
+
+@budget(150)
+@given(
+    st.sampled_from(sorted(PLANS)).flatmap(
+        lambda name: st.tuples(st.just(name), mutated_from(PLANS[name]))
+    ),
+    st.lists(SET_ITEMS | SET_ITEMS.map(lambda item: f"plan.{item}"), max_size=2),
+)
+def test_a_mutated_plan_loads_or_is_refused_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory,
+    case: tuple[str, tuple[dict[str, Any], list[str]]],
+    sets: list[str],
+) -> None:
+    """A plan read and its candidates checked, as `trainscale plan` does before it
+    simulates any."""
+    name, (document, kinds) = case
+    path = tmp_path_factory.mktemp("plan") / name
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    space = accepted_or_refused(lambda: load_plan(path, sets), f"{name} {kinds} {sets}")
+    if space is not None:
+        accepted_or_refused(space.check, f"{name} {kinds} {sets}")
