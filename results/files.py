@@ -87,10 +87,18 @@ def csv_chunks(frame: pd.DataFrame, rows: int = 50_000) -> Iterator[str]:
     on its own, and the whole text of a large run would not fit beside it in memory."""
     yield ",".join(_cell(str(c)) for c in frame.columns) + "\n"
     for first in range(0, len(frame), rows):
-        columns = [_column(frame[name].iloc[first : first + rows]) for name in frame.columns]
+        whole = len(frame) <= rows  # one piece: the columns as they are, not sliced
+        columns = [
+            _column(frame[name] if whole else frame[name].iloc[first : first + rows])
+            for name in frame.columns
+        ]
         if len(columns) == 1:  # an empty line would read as no row at all: quote it
             columns = [[v or '""' for v in columns[0]]]
         yield "\n".join(map(",".join, zip(*columns, strict=True))) + "\n"
+
+
+#: columns of at most this many cells are formatted cell by cell (one point's steps)
+_FEW = 64
 
 
 def _column(series: pd.Series) -> list[str]:
@@ -98,7 +106,10 @@ def _column(series: pd.Series) -> list[str]:
     once: most columns of steps.csv repeat a few values (the point, a step's start and
     end), and formatting a float is what costs."""
     kind = series.dtype.kind
+    small = len(series) <= _FEW  # too few values for finding the distinct ones to pay
     if series.dtype == "float64" and not series.isna().any():
+        if small:
+            return list(map(float.__repr__, series.tolist()))
         bits = series.to_numpy().view(np.int64)  # by bit pattern: -0.0 is not 0.0
         distinct, where = np.unique(bits, return_inverse=True)
         if 2 * len(distinct) > len(bits):
@@ -107,6 +118,8 @@ def _column(series: pd.Series) -> list[str]:
     if kind == "f":  # narrower floats print at their own precision
         return ["" if v != v else str(v) for v in series.to_numpy()]
     if kind in "iub" and not series.isna().any():
+        if small:
+            return list(map(str, series.tolist()))
         distinct, where = np.unique(series.to_numpy(), return_inverse=True)
         return _expand(list(map(str, distinct.tolist())), where)
     values = series.tolist()
