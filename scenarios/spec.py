@@ -33,6 +33,10 @@ from .training import TrainingSpec
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+#: the most workers (hosts x devices_per_host) or parameter servers a scenario may hold
+MAX_PROCESSES = 1_000_000
+
+
 class ScenarioSpec(Strict):
     """One scenario document (for one sweep point, or the file before its sweep)."""
 
@@ -72,6 +76,21 @@ class ScenarioSpec(Strict):
     def _resolve(self, **update: int) -> None:
         resolved = self.training.model_copy(update=update)
         object.__setattr__(self, "training", resolved)  # frozen: set once, while validating
+
+    @model_validator(mode="after")
+    def _within_reach(self) -> ScenarioSpec:
+        """A cluster of more than MAX_PROCESSES workers or servers is a typo, and the
+        simulator's arrays of one entry per worker or server would not fit in memory."""
+        for where, count in (
+            (("cluster", "hosts"), self.cluster.workers),
+            (("strategy", "servers"), self.strategy.servers),
+        ):
+            if count > MAX_PROCESSES:
+                what = "workers" if where[0] == "cluster" else "servers"
+                raise _LocatedError(
+                    where, f"{count:,} {what}, more than the {MAX_PROCESSES:,} a scenario may hold"
+                )
+        return self
 
     @model_validator(mode="after")
     def _resolve_global_batch(self) -> ScenarioSpec:

@@ -789,3 +789,22 @@ def test_a_mutated_plan_loads_or_is_refused_in_one_line(
     space = accepted_or_refused(lambda: load_plan(path, sets), f"{name} {kinds} {sets}")
     if space is not None:
         accepted_or_refused(space.check, f"{name} {kinds} {sets}")
+
+
+@pytest.mark.parametrize(
+    "item, field",
+    [
+        ("strategy.servers=10000000000000000000", "strategy.servers"),  # numpy: size exceeded
+        ("cluster.hosts=99999999999999999999", "cluster.hosts"),  # numpy: int too large
+    ],
+)
+def test_a_cluster_beyond_reach_is_refused_in_one_line(
+    tmp_path: Path, item: str, field: str
+) -> None:
+    """Found by fuzzing: counts that validated but broke the simulator's arrays."""
+    path = str(ROOT / "scenarios/library/stragglers-backup-workers.yaml")
+    status, said = run_command(
+        simulate, [path, "--out", str(tmp_path / "out"), "--set", item], tmp_path
+    )
+    assert status == 2
+    assert said.startswith(f"simulate: error: {field}: ") and "more than the 1,000,000" in said
