@@ -808,3 +808,37 @@ def test_a_cluster_beyond_reach_is_refused_in_one_line(
     )
     assert status == 2
     assert said.startswith(f"simulate: error: {field}: ") and "more than the 1,000,000" in said
+
+
+# ------------------------------------------------------------------ command lines
+
+#: what a person may type after a command's name (never a Spark engine: that starts Java)
+FLAG_WORDS = st.sampled_from(
+    ["--jobs", "0", "-1", "2", "x", "--out", "--set", "--steps", "all", "summary", "bogus",
+     "--defaults", "real", "sim", "--trace", "--force", "--quiet", "--no-timelines", "--",
+     "-", "--out=", "--set=", "training.steps=2", "training.steps=", "=", "--version=1",
+     "--jobs=1e3", "\x00", "é", "{OUT}", "{FILE}", "{MISSING}"]
+)  # fmt: skip
+
+
+def command_line(words: list[str], folder: Path, file: str) -> list[str]:
+    """The words with a scenario or result directory (FILE), a fresh output directory
+    (OUT) and a path that does not exist (MISSING) put in."""
+    names = {"{OUT}": str(folder / "out"), "{FILE}": file, "{MISSING}": str(folder / "nothing")}
+    return [names.get(word, word) for word in words]
+
+
+@budget(150)
+@given(st.lists(FLAG_WORDS, max_size=6), st.booleans())
+def test_any_command_line_runs_or_is_refused_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, words: list[str], reporting: bool
+) -> None:
+    folder = tmp_path_factory.mktemp("flags")
+    if reporting:
+        run = broken_copy(folder, "mlp-localhost/sim", {})
+        argv = command_line(["{FILE}", *words], folder, str(run))
+        run_command(report, argv, folder / "out")
+    else:
+        scenario = str(ROOT / "scenarios/library/mlp-localhost.yaml")
+        argv = command_line(["{FILE}", *words, *FEW_STEPS, "--out", "{OUT}"], folder, scenario)
+        run_command(simulate, argv, folder / "out")
