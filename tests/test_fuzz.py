@@ -834,6 +834,11 @@ def test_any_command_line_runs_or_is_refused_in_one_line(
     tmp_path_factory: pytest.TempPathFactory, words: list[str], reporting: bool
 ) -> None:
     folder = tmp_path_factory.mktemp("flags")
+    with contextlib.chdir(folder):  # `--out=` is the working directory
+        command_line_of(folder, words, reporting)
+
+
+def command_line_of(folder: Path, words: list[str], reporting: bool) -> None:
     if reporting:
         run = broken_copy(folder, "mlp-localhost/sim", {})
         argv = command_line(["{FILE}", *words], folder, str(run))
