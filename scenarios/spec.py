@@ -35,6 +35,14 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 #: the most workers (hosts x devices_per_host) or parameter servers a scenario may hold
 MAX_PROCESSES = 1_000_000
+#: the most steps (warm-up included) one point may run
+MAX_STEPS = 1_000_000_000
+
+
+def _over(value: float | None) -> bool:
+    """Whether a field that sets the steps (a count of steps, samples or epochs) is what
+    made them too many: past MAX_STEPS itself, or an epoch count given at all."""
+    return value is not None and (value > MAX_STEPS or isinstance(value, float))
 
 
 class ScenarioSpec(Strict):
@@ -147,6 +155,20 @@ class ScenarioSpec(Strict):
                 f"{training.warmup_steps}",
             )
         self._resolve(steps=bound - training.warmup_steps)
+        return self
+
+    @model_validator(mode="after")
+    def _steps_within_reach(self) -> ScenarioSpec:
+        """At most MAX_STEPS steps, warm-up included, once samples, epochs and bounds are
+        resolved: the simulator keeps a record of every step."""
+        steps = self.training.steps + self.training.warmup_steps
+        if steps > MAX_STEPS:
+            given = ("warmup_steps", "samples", "max_steps", "max_epochs")  # else steps
+            field = next((f for f in given if _over(getattr(self.training, f))), "steps")
+            raise _LocatedError(
+                ("training", field),
+                f"{steps:,} steps with the warm-up, more than the {MAX_STEPS:,} a point may run",
+            )
         return self
 
     @model_validator(mode="after")

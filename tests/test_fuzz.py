@@ -796,18 +796,18 @@ def test_a_mutated_plan_loads_or_is_refused_in_one_line(
     [
         ("strategy.servers=10000000000000000000", "strategy.servers"),  # numpy: size exceeded
         ("cluster.hosts=99999999999999999999", "cluster.hosts"),  # numpy: int too large
+        ("training.steps=1000000000000", "training.steps"),  # numpy: 7.28 TiB
+        ("training.warmup_steps=100000000000000000000", "training.warmup_steps"),
     ],
 )
-def test_a_cluster_beyond_reach_is_refused_in_one_line(
-    tmp_path: Path, item: str, field: str
-) -> None:
+def test_a_run_beyond_reach_is_refused_in_one_line(tmp_path: Path, item: str, field: str) -> None:
     """Found by fuzzing: counts that validated but broke the simulator's arrays."""
     path = str(ROOT / "scenarios/library/stragglers-backup-workers.yaml")
     status, said = run_command(
         simulate, [path, "--out", str(tmp_path / "out"), "--set", item], tmp_path
     )
     assert status == 2
-    assert said.startswith(f"simulate: error: {field}: ") and "more than the 1,000,000" in said
+    assert said.startswith(f"simulate: error: {field}: ") and ", more than the 1,000,000" in said
 
 
 # ------------------------------------------------------------------ command lines
