@@ -38,7 +38,7 @@ test-slow: $(TF)
 	$(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)
-	$(BIN)/ruff check trainscale sim scenarios real reports results commands workloads measured engines tests tools
+	$(BIN)/ruff check trainscale sim scenarios real reports results commands workloads measured engines costing planner tests tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
