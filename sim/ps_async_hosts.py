@@ -26,6 +26,7 @@ from scenarios import vocab
 from scenarios.errors import NotModelledError
 
 from .ps_async import AsynchronousTraining
+from .ps_hosts import broadcast_pulls, compute_on_host, reduce_push
 from .training import PerStep, Process, Worker
 
 if TYPE_CHECKING:
@@ -78,20 +79,9 @@ class AsyncHostAggregatedTraining(AsynchronousTraining):
             yield started
             worker.step_start = env.now  # the host's devices start together
         iteration = self.iterations_of[key]
-        factor = sim.compute_factor(worker.index, step)
-        delay = sim.compute_delay(worker.index, step)
-        dataflow = self.dataflow
-        stall = yield from dataflow.forward(worker, iteration.broadcast, factor, delay)
-        groups = len(dataflow.groups)
-        for g in reversed(range(groups)):
-            yield from sim.busy(worker, dataflow.groups[g].backward_s, factor)
-            if dataflow.overlap:
-                self.ready(step, host * groups + g).arrive(local)
-        worker.compute_end = env.now
-        worker.stall = stall
-        if not dataflow.overlap:
-            for g in reversed(range(groups)):
-                self.ready(step, host * groups + g).arrive(local)
+        yield from compute_on_host(
+            self.dataflow, self.ready, worker, step, host, iteration.broadcast
+        )
         yield iteration.applied
         worker.staleness = iteration.staleness
         worker.spans = [
@@ -109,44 +99,23 @@ class AsyncHostAggregatedTraining(AsynchronousTraining):
         """Start a host's iteration: its pulls, each group broadcast down the chain, and
         each group reduced up it and pushed once every device has its gradients; once
         the whole push has arrived, the update."""
-        sim, env, net, dataflow = self.sim, self.sim.env, self.sim.network, self.dataflow
+        sim, env, dataflow = self.sim, self.sim.env, self.dataflow
         first = host * self.devices
-        chain = [(first + i + 1, first + i) for i in range(self.devices - 1)]
-        down = [(b, a) for a, b in chain]
-        groups = len(dataflow.groups)
-        iteration = HostIteration([env.event() for _ in range(groups)], env.event())
+        iteration = HostIteration([env.event() for _ in dataflow.groups], env.event())
         iteration.pull_span[:] = [env.now, env.now]
         iteration.push_span[:] = [env.now, env.now]
         version = sim.completed
 
-        def spread(pulled: simpy.Event, nbytes: float, done: simpy.Event) -> Process:
-            yield pulled
-            yield net.transfers(down, nbytes, messages=self.devices - 1)
-            done.succeed()
-
         def pull_all() -> Process:
             yield from self.servers.dispatch()
-            moved = [
-                self.spawn(spread(pulled, sum(g.nbytes), done))
-                for pulled, g, done in zip(
-                    dataflow.pull(first), dataflow.groups, iteration.broadcast, strict=True
-                )
-            ]
-            yield env.all_of(moved)
+            pulls = dataflow.pull(first)
+            yield from broadcast_pulls(self, dataflow, first, pulls, iteration.broadcast)
             iteration.pull_span[1] = env.now
 
         def reduce_push_apply() -> Process:
-            pushes: list[simpy.Event] = []
-            started = False
-            for g in reversed(range(groups)):
-                yield self.ready(step, host * groups + g).event
-                if not started:
-                    iteration.push_span[0], started = env.now, True
-                nbytes = sum(dataflow.groups[g].nbytes)
-                yield net.transfers(chain, nbytes, messages=self.devices - 1)
-                pushes += dataflow.push(first, g, _uncounted, env.all_of(pushes))
-            yield env.all_of(pushes)
-            iteration.push_span[1] = env.now
+            yield from reduce_push(
+                dataflow, self.ready, step, host, _uncounted, iteration.push_span
+            )
             yield from self.servers.apply()  # the closure's own update on the servers
             iteration.staleness = sim.completed - version
             sim.apply_update()

@@ -13,7 +13,7 @@ import simpy
 
 from scenarios import vocab
 
-from .ps_dataflow import Dataflow
+from .ps_dataflow import Counted, Dataflow
 from .ps_servers import ServerGroup
 from .ps_sync import SynchronousTraining, SyncRounds
 from .training import PerStep, Process, Training, Worker
@@ -33,6 +33,7 @@ class HostAggregation:
         self, training: Training, servers: ServerGroup, dataflow: Dataflow, rounds: SyncRounds
     ):
         self.sim = training.sim
+        self.training = training
         self.spawn = training.spawn
         self.servers = servers
         self.dataflow = dataflow
@@ -48,9 +49,9 @@ class HostAggregation:
         host link, every device computes, and each group's gradients, once every device
         of the host has them, are reduced to the first device, which pushes them for the
         host (`host_round`)."""
-        sim, env, rounds, dataflow = self.sim, self.sim.env, self.rounds, self.dataflow
+        sim, rounds, dataflow = self.sim, self.rounds, self.dataflow
         yield from rounds.await_previous(worker, step)
-        host, local = divmod(worker.index, self.devices)
+        host = worker.index // self.devices
         key = (step, host)
         if key not in self.host_rounds:
             self.host_rounds[key] = self.host_round(step, host)
@@ -59,19 +60,7 @@ class HostAggregation:
             # the next step's groups are pulled as soon as their updates are in
             self.host_rounds[ahead] = self.host_round(step + 1, host)
         broadcast, pull_span, push_span = self.host_rounds[key]
-        factor = sim.compute_factor(worker.index, step)
-        delay = sim.compute_delay(worker.index, step)
-        stall = yield from dataflow.forward(worker, broadcast, factor, delay)
-        groups = len(dataflow.groups)
-        for g in reversed(range(groups)):
-            yield from sim.busy(worker, dataflow.groups[g].backward_s, factor)
-            if dataflow.overlap:
-                self.host_ready(step, host * groups + g).arrive(local)
-        worker.compute_end = env.now
-        worker.stall = stall
-        if not dataflow.overlap:
-            for g in reversed(range(groups)):
-                self.host_ready(step, host * groups + g).arrive(local)
+        yield from compute_on_host(dataflow, self.host_ready, worker, step, host, broadcast)
         yield from rounds.await_update(step)
         worker.spans = [
             (vocab.PULL, pull_span[0], pull_span[1]),
@@ -84,11 +73,8 @@ class HostAggregation:
         broadcast down the host's chain (events: each group broadcast), and each group
         reduced up the chain and pushed once every device has its gradients. The spans
         (start, end) of the pulls and pushes fill in as they happen."""
-        env, net, dataflow = self.sim.env, self.sim.network, self.dataflow
+        env, dataflow = self.sim.env, self.dataflow
         first = host * self.devices
-        chain = [(first + i + 1, first + i) for i in range(self.devices - 1)]
-        down = [(b, a) for a, b in chain]
-        groups = len(dataflow.groups)
         broadcast = [env.event() for _ in dataflow.groups]
         pull_span = [env.now, env.now]
         push_span = [env.now, env.now]
@@ -97,33 +83,11 @@ class HostAggregation:
         def pull_all() -> Process:
             yield from self.servers.dispatch()
             pulls = dataflow.pull(first, self.rounds.pull_after(step))
-            moved = [
-                self.spawn(spread(pulled, sum(g.nbytes), done))
-                for pulled, g, done in zip(pulls, dataflow.groups, broadcast, strict=True)
-            ]
-            yield env.all_of(moved)
+            yield from broadcast_pulls(self.training, dataflow, first, pulls, broadcast)
             pull_span[1] = env.now
 
-        def spread(pulled: simpy.Event, nbytes: float, done: simpy.Event) -> Process:
-            yield pulled
-            yield net.transfers(down, nbytes, messages=self.devices - 1)
-            done.succeed()
-
-        def reduce_and_push() -> Process:
-            pushes: list[simpy.Event] = []
-            started = False
-            for g in reversed(range(groups)):
-                yield self.host_ready(step, host * groups + g).event
-                if not started:
-                    push_span[0], started = env.now, True
-                nbytes = sum(dataflow.groups[g].nbytes)
-                yield net.transfers(chain, nbytes, messages=self.devices - 1)
-                pushes += dataflow.push(first, g, counted, env.all_of(pushes))
-            yield env.all_of(pushes)
-            push_span[1] = env.now
-
         self.spawn(pull_all())
-        self.spawn(reduce_and_push())
+        self.spawn(reduce_push(dataflow, self.host_ready, step, host, counted, push_span))
         return broadcast, pull_span, push_span
 
 
@@ -143,3 +107,89 @@ class HostAggregatedTraining(SynchronousTraining):
 
     def run_step(self, worker: Worker, step: int) -> Process:
         yield from self.hosts.run_step(worker, step)
+
+
+def compute_on_host(
+    dataflow: Dataflow,
+    ready: PerStep,
+    worker: Worker,
+    step: int,
+    host: int,
+    broadcast: list[simpy.Event],
+) -> Process:
+    """One device of a host computes its step: forward as each group's broadcast arrives,
+    backward group by group, each group counted at `ready` (the step's host x group)
+    once the device has its gradients (after backward, without `overlap`)."""
+    sim = dataflow.sim
+    local = worker.index % sim.topology.devices_per_host
+    factor = sim.compute_factor(worker.index, step)
+    delay = sim.compute_delay(worker.index, step)
+    stall = yield from dataflow.forward(worker, broadcast, factor, delay)
+    groups = len(dataflow.groups)
+    for g in reversed(range(groups)):
+        yield from sim.busy(worker, dataflow.groups[g].backward_s, factor)
+        if dataflow.overlap:
+            ready(step, host * groups + g).arrive(local)
+    worker.compute_end = sim.env.now
+    worker.stall = stall
+    if not dataflow.overlap:
+        for g in reversed(range(groups)):
+            ready(step, host * groups + g).arrive(local)
+
+
+def _chain(first: int, devices: int) -> list[tuple[int, int]]:
+    """A host's devices from its last to its first, one hop each (reduce direction)."""
+    return [(first + i + 1, first + i) for i in range(devices - 1)]
+
+
+def broadcast_pulls(
+    training: Training,
+    dataflow: Dataflow,
+    first: int,
+    pulls: list[simpy.Event],
+    broadcast: list[simpy.Event],
+) -> Process:
+    """Each group pulled to the host's first device sent down the host's chain (its
+    event of `broadcast` fired at the end); done once every group is broadcast."""
+    sim = dataflow.sim
+    devices = sim.topology.devices_per_host
+    down = [(b, a) for a, b in _chain(first, devices)]
+
+    def spread(pulled: simpy.Event, nbytes: float, done: simpy.Event) -> Process:
+        yield pulled
+        yield sim.network.transfers(down, nbytes, messages=devices - 1)
+        done.succeed()
+
+    moved = [
+        training.spawn(spread(pulled, sum(g.nbytes), done))
+        for pulled, g, done in zip(pulls, dataflow.groups, broadcast, strict=True)
+    ]
+    yield sim.env.all_of(moved)
+
+
+def reduce_push(
+    dataflow: Dataflow,
+    ready: PerStep,
+    step: int,
+    host: int,
+    counted: Counted,
+    push_span: list[float],
+) -> Process:
+    """Each group, once every device of the host has its gradients, reduced up the chain
+    to the first device and pushed from there (each arrival `counted`); done once all of
+    the push has arrived. `push_span` gets the push's start and end."""
+    sim, env = dataflow.sim, dataflow.sim.env
+    devices = sim.topology.devices_per_host
+    first = host * devices
+    chain = _chain(first, devices)
+    groups = len(dataflow.groups)
+    pushes: list[simpy.Event] = []
+    started = False
+    for g in reversed(range(groups)):
+        yield ready(step, host * groups + g).event
+        if not started:
+            push_span[0], started = env.now, True
+        yield sim.network.transfers(chain, sum(dataflow.groups[g].nbytes), messages=devices - 1)
+        pushes += dataflow.push(first, g, counted, env.all_of(pushes))
+    yield env.all_of(pushes)
+    push_span[1] = env.now
