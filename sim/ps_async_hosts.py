@@ -91,7 +91,8 @@ class AsyncHostAggregatedTraining(AsynchronousTraining):
         if local == self.devices - 1:
             self.started.pop(key, None)
             self.iterations_of.pop(key, None)
-            self.ready.drop(step)
+            groups = len(self.dataflow.groups)  # this host's counters, not the others'
+            self.ready.drop(step, range(host * groups, (host + 1) * groups))
         if worker.index == 0:  # the chief writes checkpoints; it alone stalls
             yield from sim.async_checkpoint()
 

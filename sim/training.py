@@ -10,7 +10,7 @@ interrupts that worker with `WorkerFailure`, and it works out what is left.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -75,9 +75,14 @@ class PerStep:
             counter = self._counters[(step, key)] = Counter(self.env, self.expected)
         return counter
 
-    def drop(self, step: int) -> None:
-        for key in [k for k in self._counters if k[0] == step]:
-            del self._counters[key]
+    def drop(self, step: int, keys: Iterable[int] | None = None) -> None:
+        """Forget the step's counters (only those of `keys`, where given)."""
+        if keys is not None:
+            for key in keys:
+                self._counters.pop((step, key), None)
+            return
+        for pair in [k for k in self._counters if k[0] == step]:
+            del self._counters[pair]
 
 
 class Events:
@@ -214,4 +219,3 @@ class Worker:
                         back = max(back, env.now + again.cause.downtime)  # failed while down
                 sim.tracer.span(self.index, vocab.RECOVER, failed_at, env.now)
                 step = training.resume_step(self, step)
-

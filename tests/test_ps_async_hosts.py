@@ -97,3 +97,26 @@ def test_fewer_updates_than_hosts_are_refused() -> None:
     with pytest.raises(ScenarioError, match="3 updates measure less than one iteration"):
         spec(True, **{"training.steps": 3})
     spec(True, **{"training.steps": HOSTS})  # one per host is enough
+
+
+def test_a_slow_host_runs_at_its_own_pace() -> None:
+    # host 1's devices 3 times slower, compute-bound: each host applies an update per
+    # step of its own compute, host 0 three for each of host 1's; a host's counters are
+    # its own, so the fast host finishing an iteration never disturbs the slow one's
+    point = spec(
+        True,
+        **{
+            "cluster.hosts": 2,
+            "model.flops_per_sample": "100 GFLOP",
+            "cluster.network": {"bandwidth": "100 Tbit/s", "latency": "1 ns"},
+            "cluster.host_link": {"bandwidth": "100 TB/s", "latency": "1 ns"},
+            "stragglers": {"slow": [{"workers": [4, 5, 6, 7], "factor": 3}]},
+        },
+    )
+    sim = Simulation(point)
+    step_s = sim.compute.step_s
+    outcome = sim.run()
+    assert np.isfinite(outcome.step_ends).all()
+    row = summarize(point, outcome)
+    expected = DEVICES * BATCH * (1 / step_s + 1 / (3 * step_s))
+    assert row["throughput_samples_per_s"] == pytest.approx(expected, rel=0.05)
