@@ -142,11 +142,7 @@ def _main(args: argparse.Namespace) -> int:
         progress = _progress_of(args, scenario, recalibrate, started)
         todo = progress.remaining(scenario)
         if args.resume and not args.quiet:
-            print(
-                f"run-real: {len(progress.done)} of {len(scenario.points)} points done in "
-                f"{progress.out_dir}; running {len(todo.points)}",
-                file=sys.stderr,
-            )
+            print(f"run-real: {progress.resumed(scenario)}", file=sys.stderr)
         say = _progress(args.quiet)
         kept = progress
 

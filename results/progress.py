@@ -160,6 +160,12 @@ class Progress:
         points = tuple(p for p in scenario.points if p.id not in self.done)
         return dataclasses.replace(scenario, points=points)
 
+    def resumed(self, scenario: Scenario) -> str:
+        """What a resumed run says before it runs: the points done and to run."""
+        todo = len(self.remaining(scenario).points)
+        done = f"{len(self.done)} of {len(scenario.points)} points done in {self.out_dir}"
+        return f"{done}; running {todo}"
+
     def add(self, record: Finished) -> None:
         """A point finished: its files are rewritten now if it is time to."""
         self.done[record.point_id] = record

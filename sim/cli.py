@@ -252,11 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress = _progress_of(args, scenario, out_dir, written_by, started)
         todo = progress.remaining(scenario)
         if args.resume and not args.quiet:
-            print(
-                f"simulate: {len(progress.done)} of {len(scenario.points)} points done in "
-                f"{out_dir}; running {len(todo.points)}",
-                file=sys.stderr,
-            )
+            print(f"simulate: {progress.resumed(scenario)}", file=sys.stderr)
         if not args.quiet:
             for line in timed_notes(todo.points):
                 print(f"simulate: {line}", file=sys.stderr)
