@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from commands.args import ArgumentParser, add_force, with_examples
+from commands.args import ArgumentParser, scenario_parser
 from results.files import claim_output, origin
 from scenarios import UserError
 
@@ -28,20 +28,9 @@ EXAMPLES = [
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="plan", description=__doc__, **with_examples(EXAMPLES))
-    parser.add_argument("scenario", metavar="FILE", help="a scenario with a plan: block")
-    parser.add_argument("--out", metavar="DIR", help="output directory (default runs/<name>/plan)")
-    parser.add_argument(
-        "--set",
-        metavar="PATH=VALUE",
-        action="append",
-        default=[],
-        dest="sets",
-        help="override a field, e.g. --set plan.search.trials=40 (VALUE is YAML); repeatable",
-    )
+    parser = scenario_parser("plan", __doc__ or "", "plan", EXAMPLES)
     parser.add_argument("--jobs", type=int, default=1, help="candidates simulated at once")
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no warnings")
-    add_force(parser)
     return parser
 
 

@@ -50,12 +50,12 @@ class Judged:
         return self.figures.get(objective, (math.nan,) * 3)[0]
 
 
-def _number(value: Any) -> float:
+def number(value: Any) -> float:
+    """A result cell as a float (NaN where empty or not a number)."""
     try:
-        x = float(value)
+        return float(value)
     except (TypeError, ValueError):
         return math.nan
-    return x
 
 
 def judge(plan: PlanSpec, index: int, point: Point, row: dict[str, Any]) -> Judged:
@@ -69,12 +69,12 @@ def judge(plan: PlanSpec, index: int, point: Point, row: dict[str, Any]) -> Judg
         return judged
     spec = point.spec
     to_target = spec.training.target is not None
-    if to_target and math.isnan(_number(row.get("time_to_target_s"))):
+    if to_target and math.isnan(number(row.get("time_to_target_s"))):
         judged.status = "misses target"
     band = interval(spec.strategy.kind, spec.cluster.network.protocol, to_target)
     judged.basis = band.basis
     for objective, (target_column, run_column, _) in COLUMNS.items():
-        value = _number(row.get(target_column if to_target else run_column))
+        value = number(row.get(target_column if to_target else run_column))
         if not math.isnan(value):
             judged.figures[objective] = (value, *band.around(value))
     if not judged.ok:

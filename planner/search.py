@@ -118,10 +118,11 @@ def explore(
                 ]
             )
             asked.append((trial, index))
-            if index not in judged and index not in [i for i, _ in fresh]:
+            if index not in judged and all(i != index for i, _ in fresh):
                 fresh.append((index, space.point(index)))
+        points = dict(fresh)
         for index, row in _simulate(space, fresh, jobs):
-            judged[index] = judge(space.plan, index, fresh_point(fresh, index), row)
+            judged[index] = judge(space.plan, index, points[index], row)
         for trial, index in asked:
             _tell(study, trial, space, judged[index])
         if tick:
@@ -129,10 +130,6 @@ def explore(
         if len(study.trials) > 4 * total + 20:
             break  # the sampler keeps asking for candidates it has seen
     return [judged[i] for i in sorted(judged)]
-
-
-def fresh_point(fresh: list[tuple[int, Point]], index: int) -> Point:
-    return next(p for i, p in fresh if i == index)
 
 
 def _simulate(
@@ -146,7 +143,12 @@ def _simulate(
     for index, point in fresh:
         memory = memory_summary(point.spec)
         if memory["fits"] is False and space.plan.constraints.fits_memory:
-            out.append((index, {"point": point.id, "fits": False, **_memory(memory)}))
+            unfit = {
+                "point": point.id,
+                "fits": False,
+                "peak_memory_bytes": memory["peak_memory_bytes"],
+            }
+            out.append((index, unfit))
         elif (sure := sure_status(space.plan, point)) is not None:
             out.append((index, {"point": point.id, PRUNED: sure}))
         else:
@@ -156,10 +158,6 @@ def _simulate(
         for (index, _), done in zip(runnable, result.points, strict=True):
             out.append((index, _clean(done.row)))
     return out
-
-
-def _memory(memory: dict[str, Any]) -> dict[str, Any]:
-    return {"peak_memory_bytes": memory.get("peak_memory_bytes")}
 
 
 def _tell(study: Any, trial: Any, space: Space, judged: Judged) -> None:

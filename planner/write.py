@@ -18,7 +18,7 @@ import yaml
 from results.files import provenance, results_frame, write_atomic
 from scenarios.point_ids import point_id_for
 
-from .evaluate import COLUMNS, Judged
+from .evaluate import COLUMNS, Judged, number
 from .rank import UNITS, Ranking, show
 from .space import Space
 
@@ -200,7 +200,7 @@ def _breakdown(top: Judged) -> list[str]:
         ("communication exposed", "comm_time_frac"),
         ("waiting for others", "wait_time_frac"),
     ):
-        share = _float(row.get(column))
+        share = number(row.get(column))
         money = "" if math.isnan(cost) else f"{share * cost:,.4g} USD"
         lines.append(
             f"<tr><td>{name}</td><td>{100 * share:.1f}%</td>"
@@ -208,13 +208,6 @@ def _breakdown(top: Judged) -> list[str]:
         )
     lines.append("</table>")
     return lines
-
-
-def _float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _plot(space: Space, judged: list[Judged], ranking: Ranking) -> str:
@@ -276,4 +269,4 @@ def _scale(objective: str, value: float) -> float:
 def _y(j: Judged, y_name: str | None) -> float:
     if y_name:
         return _scale(y_name, j.value(y_name))
-    return _float(j.row.get("throughput_samples_per_s"))
+    return number(j.row.get("throughput_samples_per_s"))
