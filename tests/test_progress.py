@@ -53,6 +53,28 @@ def meta(directory: Path) -> dict[str, Any]:
     return json.loads((directory / vocab.META_FILE).read_text())  # type: ignore[no-any-return]
 
 
+def killed_once_done(
+    argv: list[str], out: Path, timeout_s: float, poll_s: float
+) -> subprocess.Popen[str]:
+    """Run a command and SIGKILL it once its meta.json lists a finished point (or when
+    `timeout_s` have passed); returns the reaped child."""
+    child = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and child.poll() is None:
+            try:
+                if meta(out)["done"]:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(poll_s)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    return child
+
+
 def same_files(a: Path, b: Path) -> None:
     """The result files of two runs are the same bytes, wall-clock columns aside, and
     so are their traces."""
@@ -84,25 +106,12 @@ def test_a_sweep_killed_midway_resumes_to_the_files_of_an_uninterrupted_run(
     tmp_path: Path, uninterrupted: Path
 ) -> None:
     out = tmp_path / "sim"
-    child = subprocess.Popen(
+    child = killed_once_done(
         [sys.executable, "-m", "sim.cli", str(SWEEP), "--quiet", "--trace", "--out", str(out)],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
+        out,
+        120,
+        0.01,
     )
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and child.poll() is None:
-            try:
-                if meta(out)["done"]:
-                    break
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.01)
-        os.kill(child.pid, signal.SIGKILL)
-    finally:
-        child.kill()
-        child.wait()
     assert child.returncode == -signal.SIGKILL
     written = meta(out)
     assert not written["complete"] and 0 < len(written["done"]) < 12
@@ -302,25 +311,14 @@ def test_run_real_killed_and_resumed_has_every_point_once(tmp_path: Path) -> Non
     out = tmp_path / "real"
     cheap = ["--set", "training.steps=8", "--set", "training.warmup_steps=2"]
     cheap += ["--set", "real.baseline=false"]  # no 1-worker run beside the 2-worker point
-    child = subprocess.Popen(
-        [sys.executable, "-m", "real.cli", str(MLP), "--quiet", "--out", str(out), *cheap],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 300
     try:
-        while time.monotonic() < deadline and child.poll() is None:
-            try:
-                if meta(out)["done"]:
-                    break
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.05)
-        os.kill(child.pid, signal.SIGKILL)
+        killed_once_done(
+            [sys.executable, "-m", "real.cli", str(MLP), "--quiet", "--out", str(out), *cheap],
+            out,
+            300,
+            0.05,
+        )
     finally:
-        child.kill()
-        child.wait()
         kill_tagged(os.environ[TAG])  # the next point's workers, if they started
     first = meta(out)
     assert not first["complete"] and len(first["done"]) == 1
