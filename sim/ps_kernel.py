@@ -80,6 +80,7 @@ from .ps_kernel_calendar import (
     schedule,
 )
 from .ps_kernel_flows import arrived
+from .ps_kernel_memory import unmanaged
 from .ps_kernel_net import net_state, network_event
 from .ps_kernel_rounds import coordinate, evaluation, waiters
 from .ps_kernel_transfers import transfer_arrived
@@ -160,14 +161,33 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
     """
     n, shards = pull_paths.shape[:2]
     groups, total = parts.shape[0], step_ends.shape[0]
-    (c, fl, wi, wf, slots, slotf, slot_of, steps, parts_of_shard, finished, pull_triggered,
-     parts_left, members, counter_fired) = new_state(n, shards, groups, total, parts,
-                                                     ints[6], work[8].shape[0])
+    state = new_state(n, shards, groups, total, parts, ints[6], work[8].shape[0])
+    network = net_state(capacity, pull_paths, push_paths, groups, state[4].shape[1])
+    arrays = model(pull_latency, pull_inter, push_latency, push_inter, forward_s,
+                   backward_s, factors, delays)
+    # everything the loop hands around, without reference counts (`sim/ps_kernel_memory.py`);
+    # `state`, `network` and `arrays` hold what they point into until the end
+    (c, fl, wi, wf, slots, slotf) = (unmanaged(state[0]), unmanaged(state[1]),
+                                     unmanaged(state[2]), unmanaged(state[3]),
+                                     unmanaged(state[4]), unmanaged(state[5]))
+    slot_of = state[6]
+    (steps, parts_of_shard, finished, pull_triggered, parts_left, members,
+     counter_fired) = (unmanaged(state[7]), unmanaged(state[8]), unmanaged(state[9]),
+                       unmanaged(state[10]), unmanaged(state[11]), unmanaged(state[12]),
+                       unmanaged(state[13]))
     finished_slots, finished_ids = finished[0], finished[1]
-    net = net_state(capacity, pull_paths, push_paths, groups, slots.shape[1])
-    latency, inter, compute, jitter = model(pull_latency, pull_inter, push_latency,
-                                            push_inter, forward_s, backward_s, factors,
-                                            delays)
+    net = (unmanaged(network[0]), unmanaged(network[1]), unmanaged(network[2]),
+           unmanaged(network[3]), unmanaged(network[4]), unmanaged(network[5]),
+           unmanaged(network[6]), unmanaged(network[7]))
+    latency, inter, compute, jitter = (unmanaged(arrays[0]), unmanaged(arrays[1]),
+                                       unmanaged(arrays[2]), unmanaged(arrays[3]))
+    (capacity, pull_paths, push_paths, parts, times, ints, rec_int, rec, step_ends,
+     totals) = (unmanaged(capacity), unmanaged(pull_paths), unmanaged(push_paths),
+                unmanaged(parts), unmanaged(times), unmanaged(ints), unmanaged(rec_int),
+                unmanaged(rec), unmanaged(step_ends), unmanaged(totals))
+    work = (unmanaged(work[0]), unmanaged(work[1]), unmanaged(work[2]), unmanaged(work[3]),
+            unmanaged(work[4]), unmanaged(work[5]), unmanaged(work[6]), unmanaged(work[7]),
+            unmanaged(work[8]))
     heap = [(0.0, 0, 0, 0, 0, 0)]
     heap.pop()
     seq = np.zeros(1, dtype=np.int64)
@@ -215,4 +235,6 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
     totals[3] = c[DROPPED]
     totals[4] = c[DROPPEDM]
     totals[5] = c[CHECKPOINTS]
-    return -1 if c[SHORT] else c[ROWS]
+    rows = -1 if c[SHORT] else c[ROWS]
+    # the arrays the unmanaged ones point into, alive until here
+    return rows + 0 * (state[0].size + network[0].size + arrays[0].size)

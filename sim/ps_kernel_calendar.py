@@ -7,10 +7,10 @@ counters `c` (int64) and `fl` (float64), the workers' ints `wi` and floats `wf`
 (rows x workers), the waiting flows, the instants they start at, the transfers and the
 free slots of each `slots` (int64, rows x slots) with the flows' bytes and the instants'
 times `slotf`, and each step's round state and the evaluation barrier's gates `steps`.
-The handlers take the arrays they use, never the whole state: numba counts a reference
-for every array a function is given, inlined (`inline="always"`) or not, so the handlers
-run for every group or flow are inlined one level deep and take few arrays, and a
-worker's compute states stay in its state machine's loop (`sim/ps_kernel_workers.py`).
+The handlers take the arrays they use, never the whole state. numba counts a reference
+for every array a function is given or slices, inlined (`inline="always"`) or not, with
+an atomic operation on the array's memory record; `run` hands the handlers arrays without
+that record (`sim/ps_kernel_memory.py`), so each count is a test of a null pointer.
 """
 
 from __future__ import annotations

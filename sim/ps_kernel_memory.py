@@ -1,0 +1,36 @@
+"""Arrays without reference counts, for the compiled parameter-server engine.
+
+numba counts references to every array it hands to a function, or slices into a view,
+with an atomic increment and decrement on the array's memory record; in the engine's loop
+those were most of its time. `unmanaged(a)` is `a` without that record (as an array
+made by `numba.carray` over `a`'s data is): handing it around and slicing it counts
+nothing. It owns nothing either, so `a` itself must stay alive for as long as the
+unmanaged array is used: `sim/ps_kernel.py` keeps every array it wraps.
+"""
+
+from __future__ import annotations
+
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+
+@intrinsic
+def unmanaged(typingctx, arr):  # type: ignore[no-untyped-def]
+    """`arr`'s data, shape and strides, with no memory record and no parent object."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        source = context.make_array(arr)(context, builder, value=args[0])
+        out = context.make_array(arr)(context, builder)
+        out.meminfo = cgutils.get_null_value(source.meminfo.type)
+        out.parent = cgutils.get_null_value(source.parent.type)
+        out.nitems = source.nitems
+        out.itemsize = source.itemsize
+        out.data = source.data
+        out.shape = source.shape
+        out.strides = source.strides
+        return out._getvalue()
+
+    return arr(arr), codegen
