@@ -128,6 +128,10 @@ class NetworkSpec(Strict):
     goodput: float = Field(default=1.0, gt=0, le=1)
     # what one step of a GPU collective (NCCL) costs across the network, beyond its bytes
     step_latency: Seconds = 0.0
+    # the payload one TCP connection carries at most (one core drives it); a collective's
+    # transfer between hosts moves at most its library's connections x this. Read only
+    # with protocol tcp; null: no ceiling beyond the link's share
+    stream_bandwidth: Bandwidth | None = None
 
 
 class PriceSpec(Strict):

@@ -6,7 +6,9 @@ stands for the phase's back-to-back messages (`messages=`), so the cost is O(ran
 phase, whatever the size or number of chunks (STYLE.md rule 6). `costs` (the cost model's
 `CollectiveCosts`) adds what the library costs beyond the links: a launch before the
 first step, and each step's latency in place of the route's (NCCL's per-step latencies);
-reductions cross the receiver's memory (`reduce=True`, where the topology models it).
+reductions cross the receiver's memory (`reduce=True`, where the topology models it); over
+TCP each flow between hosts moves at most the library's connections x what one connection
+carries (`costs.ceiling`), so a ring over TCP takes 2(N-1)(alpha + S/(N min(B, C))).
 
 Closed forms without contention (alpha latency, B bandwidth, S bytes, N ranks):
   ring              2(N-1)(alpha + S/(N B))                          (Patarasuk & Yuan 2009)
@@ -18,6 +20,7 @@ Closed forms without contention (alpha latency, B bandwidth, S bytes, N ranks):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
@@ -53,6 +56,7 @@ def ring_reduce_scatter(
         setup=costs.launch_s,
         step=costs.step_s,
         reduce=True,
+        ceiling=costs.ceiling,
     )
 
 
@@ -71,7 +75,14 @@ def ring_all_gather(
         return
     links = [(ranks[i], ranks[(i + 1) % n]) for i in range(n)]
     setup = costs.launch_s if launch else 0.0
-    yield net.transfers(links, (n - 1) * nbytes / n, messages=n - 1, setup=setup, step=costs.step_s)
+    yield net.transfers(
+        links,
+        (n - 1) * nbytes / n,
+        messages=n - 1,
+        setup=setup,
+        step=costs.step_s,
+        ceiling=costs.ceiling,
+    )
 
 
 def halving_doubling(
@@ -85,12 +96,12 @@ def halving_doubling(
     n = len(ranks)
     if n < 2 or nbytes <= 0:
         return
-    step, launch = costs.step_s, costs.launch_s
+    step, launch, ceiling = costs.step_s, costs.launch_s, costs.ceiling
     p = 1 << (n.bit_length() - 1)
     extra = n - p
     if extra:
         pairs = [(ranks[2 * i], ranks[2 * i + 1]) for i in range(extra)]
-        yield net.transfers(pairs, nbytes, setup=launch, step=step, reduce=True)
+        yield net.transfers(pairs, nbytes, setup=launch, step=step, reduce=True, ceiling=ceiling)
         launch = 0.0
     # the p active ranks: the odd ones of the first 2r, then everyone after them
     active = [ranks[2 * i + 1] for i in range(extra)] + list(ranks[2 * extra :])
@@ -99,14 +110,15 @@ def halving_doubling(
     for d in distances:  # reduce-scatter: exchange half of what is left with rank ^ d
         size /= 2
         pairs = [(active[i], active[i ^ d]) for i in range(p)]
-        yield net.transfers(pairs, size, setup=launch, step=step, reduce=True)
+        yield net.transfers(pairs, size, setup=launch, step=step, reduce=True, ceiling=ceiling)
         launch = 0.0
     for d in reversed(distances):  # all-gather: double it back
-        yield net.transfers([(active[i], active[i ^ d]) for i in range(p)], size, step=step)
+        pairs = [(active[i], active[i ^ d]) for i in range(p)]
+        yield net.transfers(pairs, size, step=step, ceiling=ceiling)
         size *= 2
     if extra:
         pairs = [(ranks[2 * i + 1], ranks[2 * i]) for i in range(extra)]
-        yield net.transfers(pairs, nbytes, step=step)
+        yield net.transfers(pairs, nbytes, step=step, ceiling=ceiling)
 
 
 def hierarchical(
@@ -127,10 +139,11 @@ def hierarchical(
     depth = max(len(g) for g in groups) - 1
     chain = [(g[i + 1], g[i]) for g in groups for i in range(len(g) - 1)]
     step, launch = costs.step_s, costs.launch_s
+    # the chains stay inside hosts: no ceiling applies to them
     if chain:
         yield net.transfers(chain, nbytes, messages=depth, setup=launch, step=step, reduce=True)
         launch = 0.0
-    across = CollectiveCosts(launch, step)
+    across = dataclasses.replace(costs, launch_s=launch)
     yield from ring(net, [g[0] for g in groups], nbytes, across)
     if chain:
         broadcast = [(dst, src) for src, dst in chain]
@@ -188,11 +201,18 @@ def tree(
     trees = double_binary_tree(n)
     depth = max(tree_depth(t) for t in trees)
     up = [(ranks[r], ranks[t[r]]) for t in trees for r in range(n) if t[r] >= 0]
-    step = costs.step_s
+    step, ceiling = costs.step_s, costs.ceiling
     yield net.transfers(
-        up, nbytes / 2, messages=depth, setup=costs.launch_s, step=step, reduce=True
+        up,
+        nbytes / 2,
+        messages=depth,
+        setup=costs.launch_s,
+        step=step,
+        reduce=True,
+        ceiling=ceiling,
     )
-    yield net.transfers([(dst, src) for src, dst in up], nbytes / 2, messages=depth, step=step)
+    down = [(dst, src) for src, dst in up]
+    yield net.transfers(down, nbytes / 2, messages=depth, step=step, ceiling=ceiling)
 
 
 ALGORITHMS: dict[str, Algorithm] = {

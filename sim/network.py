@@ -16,15 +16,19 @@ which the network turns into flows of its own on the cores' links (`Topology.com
 a flow.
 
 A transfer pays `messages` times the route's latency, then moves `nbytes` over the route's
-links. `messages > 1` lets one flow stand for a pipeline of back-to-back messages over the
-same link (the N - 1 steps of a ring phase): each pays the latency once, the bytes flow as
-one stream (STYLE.md rule 6: one flow per ring link per phase, never one per chunk).
+links; with a `ceiling` (a collective over TCP: its connections x what one connection
+carries) each of its flows between hosts moves at most that many bytes/s. `messages > 1`
+lets one flow stand for a pipeline of back-to-back messages over the same link (the N - 1
+steps of a ring phase): each pays the latency once, the bytes flow as one stream
+(STYLE.md rule 6: one flow per ring link per phase, never one per chunk).
 
 Two back ends, chosen by `sim.network_model`:
   * `AnalyticalNetwork`: alpha-beta, no contention: messages * alpha + nbytes / B_min.
   * `FlowNetwork`: max-min fair sharing of every link among the flows crossing it (SimGrid's
     flow model); rates are recomputed only when flows start or end, and simultaneous flows
-    start and finish as one batch.
+    start and finish as one batch. A ceiling is one more link on the flow's path, the
+    connections between its two endpoints, of the ceiling's capacity: a flow gets
+    min(its fair share, the ceiling), and what it leaves goes to the others.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class Network(ABC):
         setup: float = 0.0,
         step: tuple[float, float] | None = None,
         reduce: bool = False,
+        ceiling: float | None = None,
     ) -> simpy.Event:
         """Move each pair's bytes concurrently; the event fires when the last one arrives.
 
@@ -79,7 +84,9 @@ class Network(ABC):
         latency), e.g. a parameter server's pull issued as a call of its own, or a
         collective's launch. `step`: what each message costs inside a host and between
         hosts, in place of the route's own latency (a collective library's per-step
-        latency). `reduce`: the receivers reduce what arrives (through their memory)."""
+        latency). `reduce`: the receivers reduce what arrives (through their memory).
+        `ceiling`: bytes/s each pair's flow between hosts moves at most (a collective
+        library's TCP connections x what one carries); inside a host it does not apply."""
 
     def compute(self, worker: int, seconds: float) -> simpy.Event:
         """`seconds` of the worker's measured compute, as CPU work on its host's cores: one
@@ -136,6 +143,7 @@ class AnalyticalNetwork(Network):
         setup: float = 0.0,
         step: tuple[float, float] | None = None,
         reduce: bool = False,
+        ceiling: float | None = None,
     ) -> simpy.Event:
         sizes = self._sizes(pairs, nbytes)
         longest = 0.0
@@ -143,10 +151,13 @@ class AnalyticalNetwork(Network):
             if src == dst:
                 continue
             route = self.topology.route(src, dst, reduce)
+            rate = self.topology.narrowest(route)
             if route.inter_host:
                 self.bytes_on_network += size
+                if ceiling is not None:
+                    rate = min(rate, ceiling)
             latency = route.latency if step is None else step[int(route.inter_host)]
-            moved = setup + messages * latency + size / self.topology.narrowest(route)
+            moved = setup + messages * latency + size / rate
             longest = max(longest, moved)
         return self.env.timeout(longest)
 
@@ -241,26 +252,50 @@ class FlowNetwork(Network):
         self._wakeup_token = 0
         self._numpy_s = 0.0  # seconds spent in numpy's solves of COMPILED_FROM flows or more
         self._arrivals: dict[float, list[tuple[np.ndarray, np.ndarray, int]]] = {}
-        self._plans: dict[tuple[tuple[Pair, ...], bool], _Plan] = {}
+        self._plans: dict[tuple[tuple[Pair, ...], bool, float | None], _Plan] = {}
         self._batch_of_event: dict[int, int] = {}  # id(event) -> batch id, while active
+        # the topology's links, then one per (src, dst, ceiling) that a transfer with a
+        # ceiling crossed: the connections between two endpoints (`_connection`)
+        self._capacity = topology.capacity
+        self._connections: dict[tuple[int, int, float], int] = {}
 
-    def _plan(self, pairs: Sequence[Pair], reduce: bool = False) -> _Plan:
-        key = (tuple(pairs), reduce)
+    def _plan(
+        self, pairs: Sequence[Pair], reduce: bool = False, ceiling: float | None = None
+    ) -> _Plan:
+        key = (tuple(pairs), reduce, ceiling)
         plan = self._plans.get(key)
         if plan is None:
             keep = [i for i, (src, dst) in enumerate(pairs) if src != dst]
             routes = [self.topology.route(*pairs[i], reduce) for i in keep]
+            paths = np.array([r.padded for r in routes], dtype=np.int64).reshape(
+                -1, self.topology.max_path
+            )
+            inter_host = np.array([r.inter_host for r in routes], dtype=bool)
+            if ceiling is not None:  # one more link: the pair's connections, between hosts
+                extra = np.full((len(keep), 1), -1, dtype=np.int64)
+                for row in np.flatnonzero(inter_host):
+                    extra[row, 0] = self._connection(*pairs[keep[row]], ceiling)
+                paths = np.hstack([paths, extra])
             plan = _Plan(
                 np.array(keep, dtype=np.int64),
-                np.array([r.padded for r in routes], dtype=np.int64).reshape(
-                    -1, self.topology.max_path
-                ),
+                paths,
                 np.array([r.latency for r in routes], dtype=float),
-                np.array([r.inter_host for r in routes], dtype=bool),
+                inter_host,
             )
             if len(self._plans) < 4096:  # bounded: parameter servers make many small lists
                 self._plans[key] = plan
         return plan
+
+    def _connection(self, src: int, dst: int, ceiling: float) -> int:
+        """The link that stands for the TCP connections from `src` to `dst` carrying at
+        most `ceiling` bytes/s together: made on first use, kept for the run (a library
+        keeps its connections to a peer open)."""
+        key = (src, dst, ceiling)
+        link = self._connections.get(key)
+        if link is None:
+            link = self._connections[key] = len(self._capacity)
+            self._capacity = np.append(self._capacity, ceiling)
+        return link
 
     def transfers(
         self,
@@ -270,8 +305,9 @@ class FlowNetwork(Network):
         setup: float = 0.0,
         step: tuple[float, float] | None = None,
         reduce: bool = False,
+        ceiling: float | None = None,
     ) -> simpy.Event:
-        plan = self._plan(pairs, reduce)
+        plan = self._plan(pairs, reduce, ceiling)
         if isinstance(nbytes, int | float):
             sizes = np.full(len(plan.keep), float(nbytes))
         else:
@@ -350,7 +386,11 @@ class FlowNetwork(Network):
         if not arrivals:
             self._reschedule()
             return
-        paths = np.concatenate([a[0] for a in arrivals])
+        # flows with a ceiling have one link more: every path as wide as the widest
+        width = max(self._paths.shape[1], *(a[0].shape[1] for a in arrivals))
+        if self._paths.shape[1] < width:
+            self._paths = _widened(self._paths, width)
+        paths = np.concatenate([_widened(a[0], width) for a in arrivals])
         sizes = np.concatenate([a[1] for a in arrivals])
         ids = np.concatenate([np.full(len(a[1]), a[2], dtype=np.int64) for a in arrivals])
         empty = sizes <= 0  # latency only: done on arrival
@@ -379,14 +419,14 @@ class FlowNetwork(Network):
         big = len(self._remaining) >= COMPILED_FROM
         if not big or self._numpy_s < COMPILED_AFTER_S:
             started = time.perf_counter() if big else 0.0
-            self._rates = max_min_rates(self._paths, self.topology.capacity)
+            self._rates = max_min_rates(self._paths, self._capacity)
             dt = float(np.min(self._remaining / self._rates))
             if big:  # the same rates either way: only the switch's moment is timed
                 self._numpy_s += time.perf_counter() - started
         else:  # the same solve, compiled (numba loads on the first)
             from . import flowkernel
 
-            self._rates, dt = flowkernel.solve(self._paths, self.topology.capacity, self._remaining)
+            self._rates, dt = flowkernel.solve(self._paths, self._capacity, self._remaining)
         token = self._wakeup_token
         self.env.timeout(max(dt, 0.0)).callbacks.append(
             lambda _e: self._complete(token)  # type: ignore[misc]
@@ -422,6 +462,13 @@ class FlowNetwork(Network):
                 del self._batches[batch_id]
                 self._batch_of_event.pop(id(batch.event), None)
                 batch.event.succeed()
+
+
+def _widened(paths: np.ndarray, width: int) -> np.ndarray:
+    """`paths` padded with -1 (no link) to `width` columns."""
+    if paths.shape[1] == width:
+        return paths
+    return np.pad(paths, ((0, 0), (0, width - paths.shape[1])), constant_values=-1)
 
 
 def make_network(

@@ -18,7 +18,7 @@ from typing import Any
 
 from measured.profile import Fit, Profile, load_profile
 from scenarios import catalog
-from scenarios.cluster import ClusterSpec
+from scenarios.cluster import ClusterSpec, NetworkSpec
 from scenarios.spec import ScenarioSpec
 from scenarios.units import parse
 
@@ -84,6 +84,9 @@ class CollectiveCosts:
     launch_s: float = 0.0  # before its first step (NCCL's base latency)
     # each step's latency inside a host and between hosts; None: the route's own latency
     step_s: tuple[float, float] | None = None
+    # bytes/s one transfer between hosts moves at most over TCP: the library's connections
+    # per peer x what one connection carries; None: its share of the links alone
+    ceiling: float | None = None
 
 
 NO_COLLECTIVE_COSTS = CollectiveCosts()
@@ -229,17 +232,41 @@ def evaluation_seconds(spec: ScenarioSpec, forward_s: float) -> float:
 def _collective(spec: ScenarioSpec, nccl: dict[str, Any]) -> CollectiveCosts:
     """The catalog's collective costs: NCCL's on GPUs (its launch, and each step paying
     the larger of the link's latency and NCCL's per-step latency on that kind of link);
-    on CPU devices TensorFlow's gRPC ring, whose steps pay the links' own latency."""
-    if spec.cluster.device.kind != "gpu":
-        return NO_COLLECTIVE_COSTS
+    on CPU devices TensorFlow's gRPC ring, whose steps pay the links' own latency. Over
+    TCP either moves at most its connections x one connection's payload between hosts."""
     link, network = spec.cluster.host_link, spec.cluster.network
+    if spec.cluster.device.kind != "gpu":
+        grpc = catalog.entry("collective", "grpc")
+        return CollectiveCosts(ceiling=tcp_ceiling(network, connections(grpc)))
     return CollectiveCosts(
         launch_s=parse(nccl["launch"], "time"),
         step_s=(
             max(link.latency, link.step_latency),
             max(network.latency, network.step_latency),
         ),
+        ceiling=tcp_ceiling(network, connections(nccl)),
     )
+
+
+def connections(library: dict[str, Any]) -> int:
+    """The TCP connections a collective library's catalog entry opens between two peers:
+    NCCL's channels x socket threads x sockets per thread, or its `connections`."""
+    if "connections" in library:
+        return int(library["connections"])
+    return (
+        int(library["channels"])
+        * int(library["socket_threads"])
+        * int(library["sockets_per_thread"])
+    )
+
+
+def tcp_ceiling(network: NetworkSpec, connections: int) -> float | None:
+    """Bytes/s one transfer between hosts moves at most over `connections` TCP
+    connections (the network's `stream_bandwidth` each); None over RDMA, or where the
+    network gives no per-connection figure."""
+    if network.protocol != "tcp" or network.stream_bandwidth is None:
+        return None
+    return connections * network.stream_bandwidth
 
 
 def _reduction_rate(spec: ScenarioSpec, nccl: dict[str, Any]) -> float | None:
@@ -258,5 +285,7 @@ __all__ = [
     "CostModel",
     "Links",
     "ServerCosts",
+    "connections",
     "cost_model",
+    "tcp_ceiling",
 ]
