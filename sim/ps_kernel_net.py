@@ -66,8 +66,8 @@ from .ps_kernel_queues import (
     MARK,
     MAXTOL,
     MCAP,
-    MEM,
     MOFF,
+    MOWN,
     N_LF,
     N_LI,
     NEW,
@@ -135,7 +135,7 @@ def net_state(capacity, pull_paths, push_paths, groups, most):  # type: ignore[n
     ls = np.zeros((COUNTS + 1, max(most, links)), dtype=np.int64)
     ls[FFREE, :most] = np.arange(most - 1, -1, -1)
     ls[COUNTS, FFREE] = most
-    mi = np.zeros((2, max(at, 1)), dtype=np.int64)
+    mi = np.zeros((3, max(at, 1)), dtype=np.int64)
     rpaths = np.full((most, width), -1, dtype=np.int64)
     return fint, np.zeros((6, most)), li, lf, mi, np.zeros(max(at, 1)), ls, rpaths
 
@@ -210,7 +210,7 @@ def absorb(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
         theirs = share(li, lf, x)
         base = li[MOFF, x]
         for i in range(li[CNT, x]):
-            q = fint[mi[MEM, base + i], OWN]
+            q = mi[MOWN, base + i]
             if q >= 0:
                 lf[LOWER, q] = min(lf[LOWER, q], theirs)
                 if share(li, lf, q) > theirs:
@@ -348,10 +348,11 @@ def residual_fill(fint, ff, li, lf, mi, ls, rpaths, work):  # type: ignore[no-un
                 li[MARK, link] = 1
                 left = lf[CAP, link]
                 base = li[MOFF, link]
-                for m in range(li[CNT, link]):
-                    q = fint[mi[MEM, base + m], OWN]
-                    if q >= 0:
-                        left -= lf[CAP, q] / li[CNT, q]
+                if li[ELSE, link] > 0:  # some queue owns flows on it
+                    for m in range(li[CNT, link]):
+                        q = mi[MOWN, base + m]
+                        if q >= 0:
+                            left -= lf[CAP, q] / li[CNT, q]
                 lf[RCAP, link] = left
     first = fill(rpaths, n_res, lf[RCAP], ff[RLEFT], ff[RRATE], work)
     for i in range(n_res):

@@ -32,8 +32,10 @@ OWN, FBATCH, RPOS, PATH = range(4)
 # `ff` rows: a flow's tolerance (bytes), bytes left and rate (residual flows only); the
 # residual fill's bytes left and rates (by place in the residual list); set aside
 TOL, LEFT, RATE, RLEFT, RRATE, ASIDE = range(6)
-# `mi` rows: the links' flow lists, the flows of their heaps
-MEM, HFLOW = range(2)
+# `mi` rows: the links' flow lists, the flows of their heaps, and beside each flow of a
+# list its owner (`fint` OWN, kept here too so that a walk over a link's flows for what
+# the queues take of it reads one row in order)
+MEM, HFLOW, MOWN = range(3)
 # `li`: a link's flows, where its lists begin, their room, its heap's size, queue mode
 # (0 / 1), its flows owned by another link, its count before this event (-1: untouched),
 # a mark (candidates); the queues' two calendars, each a heap of links by key (WHEN:
@@ -82,6 +84,7 @@ def join(li, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
     if n >= li[MCAP, link]:
         raise RuntimeError("more flows on a link than the compiled engine made room for")
     mi[MEM, li[MOFF, link] + n] = f
+    mi[MOWN, li[MOFF, link] + n] = -1  # a flow joins residual
     fint[f, PATH + (fint.shape[1] - PATH) // 2 + p] = n
     li[CNT, link] = n + 1
 
@@ -95,6 +98,7 @@ def leave(li, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
     at = fint[f, PATH + width + p]
     g = mi[MEM, base + last]
     mi[MEM, base + at] = g
+    mi[MOWN, base + at] = mi[MOWN, base + last]
     for q in range(width):
         if fint[g, PATH + q] == link:
             fint[g, PATH + width + q] = at
@@ -165,10 +169,13 @@ def res_remove(fint, ls, f):  # type: ignore[no-untyped-def]
 def own(fint, ff, li, lf, hk, mi, f, link, left):  # type: ignore[no-untyped-def]
     """Flow f, `left` bytes to go, owned by the queue-mode link."""
     fint[f, OWN] = link
-    for p in range((fint.shape[1] - PATH) // 2):
+    width = (fint.shape[1] - PATH) // 2
+    for p in range(width):
         x = fint[f, PATH + p]
-        if x >= 0 and x != link:
-            li[ELSE, x] += 1
+        if x >= 0:
+            mi[MOWN, li[MOFF, x] + fint[f, PATH + width + p]] = link
+            if x != link:
+                li[ELSE, x] += 1
     heap_push(li, hk, mi, link, lf[VCLOCK, link] + left, f)
     if ff[TOL, f] > lf[MAXTOL, link]:
         lf[MAXTOL, link] = ff[TOL, f]
@@ -269,6 +276,11 @@ def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-
         ff[LEFT, f] = hk[base + i] - clock
         disown(fint, li, f, link)
         res_add(fint, ls, f)
+        width = (fint.shape[1] - PATH) // 2
+        for p in range(width):
+            x = fint[f, PATH + p]
+            if x >= 0:
+                mi[MOWN, li[MOFF, x] + fint[f, PATH + width + p]] = -1
     li[HSIZE, link] = 0
     li[QMODE, link] = 0
     calendar_remove(li, lf, ls, WHEN, link)
