@@ -86,7 +86,7 @@ class StrategySpec(Strict):
     # parameter servers (dedicated hosts) instead of an all-reduce among the replicas
     servers: int = Field(default=1, ge=1)
     placement: Literal["dedicated", "colocated"] = "dedicated"
-    partition: Literal["round_robin", "greedy", "sliced"] = "round_robin"
+    partition: Literal["round_robin", "greedy", "sliced", "mxnet"] = "round_robin"
     local_aggregation: bool = False
     backup_workers: int = Field(default=0, ge=0)
     # synchronous: what one update waits for. step: every variable's gradients, then every

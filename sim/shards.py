@@ -17,6 +17,16 @@ import numpy as np
 MAX_GROUPS = 16
 
 
+#: MXNet's KVStore sends an array of fewer elements than this whole to one server and
+#: splits a larger one over all servers: the default of MXNET_KVSTORE_BIGARRAY_BOUND,
+#: `dmlc::GetEnv("MXNET_KVSTORE_BIGARRAY_BOUND", 1000 * 1000)` in KVStoreDist's
+#: constructor (apache/mxnet src/kvstore/kvstore_dist.h, commit 0012f772 and 1.9.1)
+MXNET_BIGARRAY_BOUND = 1_000_000
+#: MXNet's hash of a small array's key: server (key x 9973) mod servers (same file,
+#: EncodeKey at 0012f772, EncodeDefaultKey at 1.9.1)
+MXNET_KEY_HASH = 9973
+
+
 def assign(params: np.ndarray, shards: int, how: str) -> np.ndarray:
     """Parameters of each variable held by each shard: (variables, shards).
 
@@ -24,8 +34,11 @@ def assign(params: np.ndarray, shards: int, how: str) -> np.ndarray:
     replica_device_setter, and ParameterServerStrategy without a partitioner); greedy:
     each whole variable, in creation order, to the shard holding the fewest parameters so
     far (TF's GreedyLoadBalancingStrategy); sliced: every variable split evenly over all
-    shards (a fixed-shards partitioner). Variables of no parameters hold nothing.
+    shards (a fixed-shards partitioner); mxnet: as MXNet's distributed KVStore places its
+    keys (`mxnet_assign`). Variables of no parameters hold nothing.
     """
+    if how == "mxnet":
+        return mxnet_assign(params, shards)
     held = np.zeros((len(params), shards))
     if how == "sliced":
         held += np.asarray(params, dtype=float)[:, None] / shards
@@ -41,6 +54,29 @@ def assign(params: np.ndarray, shards: int, how: str) -> np.ndarray:
         turn += 1
         held[i, j] = p
         load[j] += p
+    return held
+
+
+def mxnet_assign(params: np.ndarray, shards: int) -> np.ndarray:
+    """Parameters of each variable held by each shard, (variables, shards), as MXNet's
+    distributed KVStore places them: variable k is key k (MXNet numbers its arrays 0, 1,
+    ... in parameter order); an array of fewer than MXNET_BIGARRAY_BOUND elements goes
+    whole to server (k x 9973) mod shards, a larger one is cut at round(n / shards x i),
+    rounded half away from zero as C's `round`, server i holding the part between cuts i
+    and i + 1."""
+    held = np.zeros((len(params), shards))
+    for key, n in enumerate(np.asarray(params, dtype=float)):
+        if n <= 0:
+            continue
+        if n < MXNET_BIGARRAY_BOUND:
+            held[key, key * MXNET_KEY_HASH % shards] = n
+            continue
+        x = n / shards * np.arange(shards + 1)
+        cuts = np.where(x - np.floor(x) >= 0.5, np.ceil(x), np.floor(x))
+        # round(n / shards x shards) is n for a whole n; set so that a fractional size
+        # (a catalog layer given in millions) still adds up
+        cuts[-1] = n
+        held[key] = np.diff(cuts)
     return held
 
 

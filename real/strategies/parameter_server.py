@@ -17,6 +17,8 @@ class ParameterServers:
             return ["strategy.partition: sliced with synchronous parameter servers"]
         if st.partition == "greedy":
             return ["strategy.partition: greedy (TF 2 has no greedy placement)"]
+        if st.partition == "mxnet":
+            return ["strategy.partition: mxnet (TF 2 places variables its own way)"]
         if st.placement != "dedicated":
             return [f"strategy.placement: {st.placement}"]
         if st.local_aggregation:
