@@ -80,7 +80,7 @@ from .ps_kernel_calendar import (
     schedule,
 )
 from .ps_kernel_flows import arrived
-from .ps_kernel_memory import unmanaged
+from .ps_kernel_memory import unmanaged_all
 from .ps_kernel_net import net_state, network_event
 from .ps_kernel_rounds import coordinate, evaluation, waiters
 from .ps_kernel_transfers import transfer_arrived
@@ -139,6 +139,27 @@ def model(pull_latency, pull_inter, push_latency, push_inter, forward_s, backwar
 
 
 @njit(cache=True)
+def begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,  # type: ignore[no-untyped-def]
+          push_inter, parts, forward_s, backward_s, factors, delays, ints, total, work):
+    """The engine's state, its network's and its model's arrays, as `run` takes them."""
+    n, shards = pull_paths.shape[:2]
+    state = new_state(n, shards, parts.shape[0], total, parts, ints[6], work[8].shape[0])
+    network = net_state(capacity, pull_paths, push_paths, parts.shape[0], state[4].shape[1])
+    return state, network, model(pull_latency, pull_inter, push_latency, push_inter,
+                                 forward_s, backward_s, factors, delays)
+
+
+@njit(cache=True)
+def close(totals, c, fl):  # type: ignore[no-untyped-def]
+    """The totals the run ends with; returns the records written (-1: too few drawn)."""
+    totals[2] = fl[NETBYTES]
+    totals[3] = c[DROPPED]
+    totals[4] = c[DROPPEDM]
+    totals[5] = c[CHECKPOINTS]
+    return -1 if c[SHORT] else c[ROWS]
+
+
+@njit(cache=True)
 def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,  # type: ignore[no-untyped-def]
         push_inter, parts, forward_s, backward_s, factors, delays, times, ints, rec_int,
         rec, step_ends, totals, work):
@@ -153,41 +174,26 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
     (0: none), overlap (0 / 1), asynchronous (0 / 1), the SSP bound (-1: none), the
     updates between evaluations behind the barrier (0: none; their seconds: times[4]).
 
-    Writes the records into rec_int (worker, step, staleness) and rec (start,
-    compute_end, comm_end, end, comm_s, stall), each step's (update's) end into
-    step_ends, and into totals: the measurement's start (time, bytes on the network),
-    bytes on the network, dropped gradients, those of measured steps, checkpoints, the
-    last checkpoint (steps it holds, time).
-    """
+    Writes records into rec_int (worker, step, staleness) and rec (start, compute_end,
+    comm_end, end, comm_s, stall), each step's (update's) end into step_ends, and totals:
+    the measurement's start (time, bytes on the network), bytes on the network, dropped
+    gradients, those of measured steps, checkpoints, the last one (steps held, time)."""
     n, shards = pull_paths.shape[:2]
-    groups, total = parts.shape[0], step_ends.shape[0]
-    state = new_state(n, shards, groups, total, parts, ints[6], work[8].shape[0])
-    network = net_state(capacity, pull_paths, push_paths, groups, state[4].shape[1])
-    arrays = model(pull_latency, pull_inter, push_latency, push_inter, forward_s,
-                   backward_s, factors, delays)
+    groups = parts.shape[0]
+    keep = begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,
+                 push_inter, parts, forward_s, backward_s, factors, delays, ints,
+                 step_ends.shape[0], work)
     # everything the loop hands around, without reference counts (`sim/ps_kernel_memory.py`);
-    # `state`, `network` and `arrays` hold what they point into until the end
-    (c, fl, wi, wf, slots, slotf) = (unmanaged(state[0]), unmanaged(state[1]),
-                                     unmanaged(state[2]), unmanaged(state[3]),
-                                     unmanaged(state[4]), unmanaged(state[5]))
-    slot_of = state[6]
-    (steps, parts_of_shard, finished, pull_triggered, parts_left, members,
-     counter_fired) = (unmanaged(state[7]), unmanaged(state[8]), unmanaged(state[9]),
-                       unmanaged(state[10]), unmanaged(state[11]), unmanaged(state[12]),
-                       unmanaged(state[13]))
+    # `keep` holds what they point into until the end
+    (c, fl, wi, wf, slots, slotf, slot_of, steps, parts_of_shard, finished, pull_triggered,
+     parts_left, members, counter_fired) = unmanaged_all(keep[0])
     finished_slots, finished_ids = finished[0], finished[1]
-    net = (unmanaged(network[0]), unmanaged(network[1]), unmanaged(network[2]),
-           unmanaged(network[3]), unmanaged(network[4]), unmanaged(network[5]),
-           unmanaged(network[6]), unmanaged(network[7]))
-    latency, inter, compute, jitter = (unmanaged(arrays[0]), unmanaged(arrays[1]),
-                                       unmanaged(arrays[2]), unmanaged(arrays[3]))
+    net = unmanaged_all(keep[1])
+    latency, inter, compute, jitter = unmanaged_all(keep[2])
     (capacity, pull_paths, push_paths, parts, times, ints, rec_int, rec, step_ends,
-     totals) = (unmanaged(capacity), unmanaged(pull_paths), unmanaged(push_paths),
-                unmanaged(parts), unmanaged(times), unmanaged(ints), unmanaged(rec_int),
-                unmanaged(rec), unmanaged(step_ends), unmanaged(totals))
-    work = (unmanaged(work[0]), unmanaged(work[1]), unmanaged(work[2]), unmanaged(work[3]),
-            unmanaged(work[4]), unmanaged(work[5]), unmanaged(work[6]), unmanaged(work[7]),
-            unmanaged(work[8]))
+     totals) = unmanaged_all((capacity, pull_paths, push_paths, parts, times, ints, rec_int,
+                              rec, step_ends, totals))
+    work = unmanaged_all(work)
     heap = [(0.0, 0, 0, 0, 0, 0)]
     heap.pop()
     seq = np.zeros(1, dtype=np.int64)
@@ -231,10 +237,5 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
                           parts_of_shard, totals, step_ends, rec_int, rec, c, fl, wi, wf,
                           steps, slots, slotf, slot_of,
                           parts_left, pull_triggered, heap, seq)
-    totals[2] = fl[NETBYTES]
-    totals[3] = c[DROPPED]
-    totals[4] = c[DROPPEDM]
-    totals[5] = c[CHECKPOINTS]
-    rows = -1 if c[SHORT] else c[ROWS]
-    # the arrays the unmanaged ones point into, alive until here
-    return rows + 0 * (state[0].size + network[0].size + arrays[0].size)
+    # `keep` is alive until here
+    return close(totals, c, fl) + 0 * keep[0][0].size

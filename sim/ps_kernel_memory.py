@@ -15,22 +15,47 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 
+def _loose(context, builder, arr, value):  # type: ignore[no-untyped-def]
+    """The array `value` of type `arr` with no memory record and no parent object."""
+    source = context.make_array(arr)(context, builder, value=value)
+    out = context.make_array(arr)(context, builder)
+    out.meminfo = cgutils.get_null_value(source.meminfo.type)
+    out.parent = cgutils.get_null_value(source.parent.type)
+    out.nitems = source.nitems
+    out.itemsize = source.itemsize
+    out.data = source.data
+    out.shape = source.shape
+    out.strides = source.strides
+    return out._getvalue()
+
+
 @intrinsic
 def unmanaged(typingctx, arr):  # type: ignore[no-untyped-def]
-    """`arr`'s data, shape and strides, with no memory record and no parent object."""
+    """`arr` without its memory record."""
     if not isinstance(arr, types.Array):
         return None
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        source = context.make_array(arr)(context, builder, value=args[0])
-        out = context.make_array(arr)(context, builder)
-        out.meminfo = cgutils.get_null_value(source.meminfo.type)
-        out.parent = cgutils.get_null_value(source.parent.type)
-        out.nitems = source.nitems
-        out.itemsize = source.itemsize
-        out.data = source.data
-        out.shape = source.shape
-        out.strides = source.strides
-        return out._getvalue()
+        return _loose(context, builder, arr, args[0])
 
     return arr(arr), codegen
+
+
+@intrinsic
+def unmanaged_all(typingctx, items):  # type: ignore[no-untyped-def]
+    """The tuple `items` with each of its arrays unmanaged (anything else as it is)."""
+    if not isinstance(items, types.BaseTuple):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        values = []
+        for i, ty in enumerate(items.types):
+            value = builder.extract_value(args[0], i)
+            if isinstance(ty, types.Array):
+                values.append(_loose(context, builder, ty, value))
+            else:  # a new reference, as the tuple returned owns its members
+                context.nrt.incref(builder, ty, value)
+                values.append(value)
+        return context.make_tuple(builder, items, values)
+
+    return items(items), codegen
