@@ -70,7 +70,7 @@ def test_bundled_scenarios(path: str, sets: tuple[str, ...]) -> None:
     devices=st.integers(1, 3),
     servers=st.integers(1, 4),
     placement=st.sampled_from(["dedicated", "colocated"]),
-    partition=st.sampled_from(["round_robin", "greedy", "sliced"]),
+    partition=st.sampled_from(["round_robin", "greedy", "sliced", "mxnet"]),
     fusion=st.sampled_from([None, "4 MB", "1 GiB"]),
     overlap=st.booleans(),
     backup=st.integers(0, 2),
