@@ -313,19 +313,27 @@ def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
                 li[MARK, link] = 1
                 ls[CAND, n_cand] = link
                 n_cand += 1
-    shares = np.empty(n_cand)
+    # the candidates by share, ties in the order found: a stable sort in place (by
+    # insertion where they are few); RCAP holds the shares until the residual fill
     for i in range(n_cand):
         link = ls[CAND, i]
         li[MARK, link] = 0
-        shares[i] = share(li, lf, link)
-    order = np.argsort(shares, kind="mergesort")
-    links = ls[CAND, :n_cand].copy()
+        lf[RCAP, link] = share(li, lf, link)
+        j = i
+        while n_cand <= 64 and j > 0 and lf[RCAP, ls[CAND, j - 1]] > lf[RCAP, link]:
+            ls[CAND, j] = ls[CAND, j - 1]
+            j -= 1
+        ls[CAND, j] = link
+    if n_cand > 64:
+        found = ls[CAND, :n_cand].copy()
+        order = np.argsort(lf[RCAP][found], kind="mergesort")
+        ls[CAND, :n_cand] = found[order]
     for i in range(n_cand):
-        link = links[order[i]]
+        link = ls[CAND, i]
         if li[QMODE, link] or li[ELSE, link] > 0:
             continue
         lower = least_partner(li, lf, mi, fint, link)
-        if shares[order[i]] <= lower:
+        if lf[RCAP, link] <= lower:
             promote(fint, ff, li, lf, mi, hk, ls, link, lower, now)
             touch(li, ls, link)
 
