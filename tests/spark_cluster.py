@@ -269,3 +269,33 @@ def _free_subnet(pid: int) -> ipaddress.IPv4Network:
         if not any(net.overlaps(t) for t in taken):
             return net
     raise NoNamespaces("no free /24 in 10.231.0.0/16")
+
+
+def run_client(
+    argv: Sequence[str], env: dict[str, str], log: Path, until: str, cwd: Path | None = None
+) -> str:
+    """Runs a Spark client in a session of its own until its output says `until` (at most
+    60 s, failing if it exits first), then kills it with the JVM pyspark started for it and
+    waits up to 10 s for every tagged process to go; returns what it printed."""
+    started = time.monotonic()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,  # with the JVM pyspark starts for it
+        )
+        try:
+            while until not in log.read_text(errors="replace"):
+                assert time.monotonic() - started < 60, log.read_text()[-3000:]
+                assert proc.poll() is None, log.read_text()[-3000:]
+                time.sleep(0.2)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    deadline = time.monotonic() + 10
+    while tagged(os.environ[TAG]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return log.read_text(errors="replace")

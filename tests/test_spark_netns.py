@@ -17,7 +17,6 @@ import ipaddress
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -36,7 +35,7 @@ if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
     pytest.skip("no Java runtime for Spark", allow_module_level=True)
 
 from processes import TAG, kill_tagged, new_tag, tagged  # noqa: E402
-from spark_cluster import Cluster, Namespaces, NoNamespaces  # noqa: E402
+from spark_cluster import Cluster, Namespaces, NoNamespaces, run_client  # noqa: E402
 
 from scenarios import vocab  # noqa: E402
 
@@ -301,34 +300,13 @@ def test_a_client_on_another_host_needs_the_secret(
     if secret:
         env["TRAINSCALE_SPARK_SECRET"] = cluster.secret
     ends = "registered app-" if secret else "Failed to connect to master"
-    log = tmp_path / "client.log"
     registered = cluster.log("master").count("Registering app")
-    started = time.monotonic()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [*host.enter, sys.executable, str(client)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=ROOT,
-            start_new_session=True,  # with the JVM pyspark starts for it
-        )
-        try:
-            while ends not in log.read_text(errors="replace"):
-                assert time.monotonic() - started < 60, log.read_text()[-3000:]
-                assert proc.poll() is None, log.read_text()[-3000:]
-                time.sleep(0.2)
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    said = log.read_text(errors="replace")
+    said = run_client([*host.enter, sys.executable, str(client)], env,
+                      tmp_path / "client.log", ends, cwd=ROOT)
     if secret:
         assert cluster.log("master").count("Registering app") == registered + 1
     else:  # refused for want of authentication, and never registered
         assert "Expected SaslMessage" in said
         assert "registered app-" not in said
         assert cluster.log("master").count("Registering app") == registered
-    deadline = time.monotonic() + 10
-    while tagged(os.environ[TAG]) and time.monotonic() < deadline:
-        time.sleep(0.2)
     assert tagged(os.environ[TAG]) == []  # the client's JVM went with it

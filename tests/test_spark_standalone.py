@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
     pytest.skip("no Java runtime for Spark", allow_module_level=True)
 
 from processes import TAG, tagged  # noqa: E402
-from spark_cluster import Cluster  # noqa: E402
+from spark_cluster import Cluster, run_client  # noqa: E402
 
 from scenarios import vocab  # noqa: E402
 
@@ -75,32 +74,12 @@ def test_a_client_without_the_secret_is_refused(cluster: Cluster, tmp_path: Path
         "print('registered', flush=True)\n"
     )
     env = {k: v for k, v in os.environ.items() if "SECRET" not in k}
-    log = tmp_path / "client.log"
     registered = cluster.log("master").count("Registering app")
-    started = time.monotonic()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, str(client)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # with the JVM pyspark starts for it
-        )
-        try:
-            while "Failed to connect to master" not in log.read_text(errors="replace"):
-                assert time.monotonic() - started < 60, log.read_text()[-3000:]
-                assert proc.poll() is None, log.read_text()[-3000:]
-                time.sleep(0.2)
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    said = log.read_text(errors="replace")
+    said = run_client([sys.executable, str(client)], env, tmp_path / "client.log",
+                      "Failed to connect to master")
     assert "Expected SaslMessage" in said  # refused for want of authentication
     assert "registered" not in said.replace("Successfully registered", "")
     assert cluster.log("master").count("Registering app") == registered
-    deadline = time.monotonic() + 10
-    while tagged(os.environ[TAG]) and time.monotonic() < deadline:
-        time.sleep(0.2)
     assert tagged(os.environ[TAG]) == []  # the client's JVM went with it
 
 
