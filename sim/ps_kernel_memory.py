@@ -2,10 +2,11 @@
 
 numba counts references to every array it hands to a function, or slices into a view,
 with an atomic increment and decrement on the array's memory record; in the engine's loop
-those were most of its time. `unmanaged(a)` is `a` without that record (as an array
-made by `numba.carray` over `a`'s data is): handing it around and slicing it counts
-nothing. It owns nothing either, so `a` itself must stay alive for as long as the
-unmanaged array is used: `sim/ps_kernel.py` keeps every array it wraps.
+those were most of its time. `unmanaged_all(t)` is the tuple `t` with each array in it
+without that record (as an array made by `numba.carray` over its data is): handing it
+around and slicing it counts nothing. It owns nothing either, so the array itself must
+stay alive for as long as the unmanaged one is used: `sim/ps_kernel.py` keeps every
+array it wraps.
 """
 
 from __future__ import annotations
@@ -27,18 +28,6 @@ def _loose(context, builder, arr, value):  # type: ignore[no-untyped-def]
     out.shape = source.shape
     out.strides = source.strides
     return out._getvalue()
-
-
-@intrinsic
-def unmanaged(typingctx, arr):  # type: ignore[no-untyped-def]
-    """`arr` without its memory record."""
-    if not isinstance(arr, types.Array):
-        return None
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        return _loose(context, builder, arr, args[0])
-
-    return arr(arr), codegen
 
 
 @intrinsic

@@ -166,16 +166,24 @@ def res_remove(fint, ls, f):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def own(fint, ff, li, lf, hk, mi, f, link, left):  # type: ignore[no-untyped-def]
-    """Flow f, `left` bytes to go, owned by the queue-mode link."""
-    fint[f, OWN] = link
+def set_owner(fint, li, mi, f, owner):  # type: ignore[no-untyped-def]
+    """Flow f's owner (-1: residual) beside it in the list of every link it crosses."""
     width = (fint.shape[1] - PATH) // 2
     for p in range(width):
         x = fint[f, PATH + p]
         if x >= 0:
-            mi[MOWN, li[MOFF, x] + fint[f, PATH + width + p]] = link
-            if x != link:
-                li[ELSE, x] += 1
+            mi[MOWN, li[MOFF, x] + fint[f, PATH + width + p]] = owner
+
+
+@njit(cache=True)
+def own(fint, ff, li, lf, hk, mi, f, link, left):  # type: ignore[no-untyped-def]
+    """Flow f, `left` bytes to go, owned by the queue-mode link."""
+    fint[f, OWN] = link
+    set_owner(fint, li, mi, f, link)
+    for p in range((fint.shape[1] - PATH) // 2):
+        x = fint[f, PATH + p]
+        if x >= 0 and x != link:
+            li[ELSE, x] += 1
     heap_push(li, hk, mi, link, lf[VCLOCK, link] + left, f)
     if ff[TOL, f] > lf[MAXTOL, link]:
         lf[MAXTOL, link] = ff[TOL, f]
@@ -276,11 +284,7 @@ def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-
         ff[LEFT, f] = hk[base + i] - clock
         disown(fint, li, f, link)
         res_add(fint, ls, f)
-        width = (fint.shape[1] - PATH) // 2
-        for p in range(width):
-            x = fint[f, PATH + p]
-            if x >= 0:
-                mi[MOWN, li[MOFF, x] + fint[f, PATH + width + p]] = -1
+        set_owner(fint, li, mi, f, -1)
     li[HSIZE, link] = 0
     li[QMODE, link] = 0
     calendar_remove(li, lf, ls, WHEN, link)
