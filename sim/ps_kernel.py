@@ -61,6 +61,9 @@ from .ps_kernel_calendar import (
     OPENED,
     PFREE,
     PNEXT,
+    PULLS,
+    PULLS_MOVED,
+    PULLS_RECORDED,
     PUSHED,
     ROUNDSTEP,
     ROWS,
@@ -88,11 +91,12 @@ from .ps_kernel_workers import resume_worker
 
 
 @njit(cache=True)
-def new_state(n, shards, groups, total, parts, every, room):  # type: ignore[no-untyped-def]
+def new_state(n, shards, groups, total, parts, every, room, replay):  # type: ignore[no-untyped-def]
     """The engine's state at the start (`sim/ps_kernel_calendar.py` names its rows),
     then the flows done (transfer, its order), each worker's pulls arrived by group and
     parts of a push not arrived by shard, each step's members and counters fired by
-    shard. `room`: the flows that may be in flight at once."""
+    shard, each worker's groups' arrival after its pulls' start. `room`: the flows that
+    may be in flight at once; `replay`: whether later steps' pulls replay the first's."""
     most = room + 16  # flows, waiting flows, instants, transfers
     c = np.zeros(N_COUNTERS, dtype=np.int64)
     c[NPFREE] = most
@@ -101,6 +105,7 @@ def new_state(n, shards, groups, total, parts, every, room):  # type: ignore[no-
     c[BOUNDARY] = every
     c[GATE_OPEN] = -1
     c[ROUNDSTEP] = -1
+    c[PULLS] = PULLS_RECORDED if replay else PULLS_MOVED
     wi = np.zeros((N_WI, n), dtype=np.int64)
     wi[WAITNEXT] = -1
     wi[GATENEXT] = -1
@@ -121,7 +126,8 @@ def new_state(n, shards, groups, total, parts, every, room):  # type: ignore[no-
             Dict.empty(key_type=nbtypes.float64, value_type=nbtypes.int64),
             steps, parts_of_shard, np.empty((2, most), dtype=np.int64),
             np.zeros((n, groups), dtype=np.bool_), np.zeros((n, shards), dtype=np.int64),
-            np.zeros((total, shards), dtype=np.int64), np.zeros((total, shards), dtype=np.bool_))
+            np.zeros((total, shards), dtype=np.int64), np.zeros((total, shards), dtype=np.bool_),
+            np.zeros((n, groups)))
 
 
 @njit(cache=True)
@@ -143,7 +149,8 @@ def begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_laten
           push_inter, parts, forward_s, backward_s, factors, delays, ints, total, work):
     """The engine's state, its network's and its model's arrays, as `run` takes them."""
     n, shards = pull_paths.shape[:2]
-    state = new_state(n, shards, parts.shape[0], total, parts, ints[6], work[8].shape[0])
+    state = new_state(n, shards, parts.shape[0], total, parts, ints[6], work[8].shape[0],
+                      ints[7] != 0)
     network = net_state(capacity, pull_paths, push_paths, parts.shape[0], state[4].shape[1])
     return state, network, model(pull_latency, pull_inter, push_latency, push_inter,
                                  forward_s, backward_s, factors, delays)
@@ -172,7 +179,8 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
     update (synchronous; asynchronous: a closure's own update, after its push),
     checkpoint seconds; ints: workers a round needs, warm-up steps, checkpoint interval
     (0: none), overlap (0 / 1), asynchronous (0 / 1), the SSP bound (-1: none), the
-    updates between evaluations behind the barrier (0: none; their seconds: times[4]).
+    updates between evaluations behind the barrier (0: none; their seconds: times[4]),
+    whether every step's pulls after the first replay its (0 / 1).
 
     Writes records into rec_int (worker, step, staleness) and rec (start, compute_end,
     comm_end, end, comm_s, stall), each step's (update's) end into step_ends, and totals:
@@ -183,10 +191,9 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
     keep = begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,
                  push_inter, parts, forward_s, backward_s, factors, delays, ints,
                  step_ends.shape[0], work)
-    # everything the loop hands around, without reference counts (`sim/ps_kernel_memory.py`);
-    # `keep` holds what they point into until the end
+    # all the loop hands around, unmanaged (`sim/ps_kernel_memory.py`); `keep` owns it
     (c, fl, wi, wf, slots, slotf, slot_of, steps, parts_of_shard, finished, pull_triggered,
-     parts_left, members, counter_fired) = unmanaged_all(keep[0])
+     parts_left, members, counter_fired, pulled_after) = unmanaged_all(keep[0])
     finished_slots, finished_ids = finished[0], finished[1]
     net = unmanaged_all(keep[1])
     latency, inter, compute, jitter = unmanaged_all(keep[2])
@@ -218,8 +225,9 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
                 arrived(now, n_done, finished_slots, finished_ids, slots, pull_triggered,
                         heap, seq)
         elif kind == BATCH:
-            resume[0] = transfer_arrived(a, now, ints, groups, wi, c, slots,
-                                         parts_left, counter_fired, members, heap, seq)
+            resume[0] = transfer_arrived(a, now, ints, groups, wi, wf, c, slots, parts_left,
+                                         counter_fired, members, pull_triggered,
+                                         pulled_after, heap, seq)
             n_resume = 1 if resume[0] >= 0 else 0
         elif kind in (EVALUATE, EVALUATED):
             evaluation(kind, now, ints, times, c, heap, seq)
@@ -236,6 +244,6 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
             resume_worker(resume[r], now, ints, times, parts, latency, inter, compute, jitter,
                           parts_of_shard, totals, step_ends, rec_int, rec, c, fl, wi, wf,
                           steps, slots, slotf, slot_of,
-                          parts_left, pull_triggered, heap, seq)
+                          parts_left, pull_triggered, pulled_after, heap, seq)
     # `keep` is alive until here
     return close(totals, c, fl) + 0 * keep[0][0].size

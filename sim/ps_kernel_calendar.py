@@ -73,11 +73,15 @@ W_BOUND = 18  # asynchronous: the SSP bound lets it start, or not
 # whose counters the rounds wait for, the global step, updates applied (asynchronous),
 # the updates the last checkpoint holds, measuring (0 / 1), dropped gradients, of them in
 # measured steps, checkpoints, records written, whether a worker went past the steps
-# drawn for it (0 / 1)
+# drawn for it (0 / 1), the pulls' phase (PULLS_*)
 (NFLOWS, WAKESEQ, NPFREE, NSFREE, NBFREE, NEXTID, NSSP, BOUNDARY, DISPATCHED, GATE_OPEN,
  GATES, ROUNDSTEP, GLOBALSTEP, COMPLETED, LASTHELD, MEASURED, DROPPED, DROPPEDM,
- CHECKPOINTS, ROWS, SHORT) = range(21)
-N_COUNTERS = 21
+ CHECKPOINTS, ROWS, SHORT, PULLS) = range(22)
+N_COUNTERS = 22
+# the pulls' phase: every pull moved on the network; the first step's moved and each
+# worker's groups' arrival after its pulls' start recorded; every later step's arrivals
+# replayed from that record (`sim/ps_lockstep.py` says when a step's pulls may be)
+PULLS_MOVED, PULLS_RECORDED, PULLS_REPLAYED = 0, 1, 2
 # `fl`: when the flows' bytes left were last brought up to date, bytes on the network,
 # the pending wake-up's time (inf: none)
 LAST, NETBYTES, WAKE_AT = 0, 1, 2

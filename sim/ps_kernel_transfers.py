@@ -22,6 +22,9 @@ from .ps_kernel_calendar import (
     NEXTID,
     NORMAL,
     PULL,
+    PULLS,
+    PULLS_RECORDED,
+    PULLS_REPLAYED,
     PUSH,
     PUSHED,
     W_FORWARD,
@@ -31,6 +34,7 @@ from .ps_kernel_calendar import (
     WDELAY,
     WDROPPED,
     WG,
+    WPULL0,
     WPULLS,
     WPUSH0,
     WPUSHED,
@@ -66,12 +70,16 @@ def new_transfer(direction, w, g, c, slots):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, inline="always")
 def start_pulls(w, step, now, overlap, call_s, parts, latency, inter, jitter,  # type: ignore[no-untyped-def]
-                parts_of_shard, parts_left, pull_triggered, wi, wf, fl, c, slots, slotf,
-                slot_of, heap, seq):
-    """Every group's pull (ServerGroup.pull): one transfer each, a flow per shard; then
-    the first forward, or (without overlap) the wait for every pull. Returns whether the
-    worker waits."""
+                parts_of_shard, parts_left, pull_triggered, pulled_after, wi, wf, fl, c,
+                slots, slotf, slot_of, heap, seq):
+    """Every group's pull (ServerGroup.pull): one transfer each, a flow per shard, or
+    past the first step where its pulls are replayed (`PULLS`), its arrival at the
+    first step's time after the pulls' start; then the first forward, or (without
+    overlap) the wait for every pull. Returns whether the worker waits."""
     groups, shards = parts.shape
+    if c[PULLS] == PULLS_RECORDED and step > 0:
+        c[PULLS] = PULLS_REPLAYED  # the first step's pulls have all arrived
+    replayed = c[PULLS] == PULLS_REPLAYED
     for g in range(groups):
         pull_triggered[w, g] = False
     wi[WPULLS, w] = 0
@@ -97,6 +105,9 @@ def start_pulls(w, step, now, overlap, call_s, parts, latency, inter, jitter,  #
             schedule(heap, seq, now, NORMAL, BATCH, slot, 0)
             continue
         fl[NETBYTES] += moved
+        if replayed:
+            schedule(heap, seq, wf[WPULL0, w] + pulled_after[w, g], NORMAL, BATCH, slot, 0)
+            continue
         base = now + call_s
         for j in range(shards):
             if parts[g, j] <= 0:
@@ -115,15 +126,19 @@ def start_pulls(w, step, now, overlap, call_s, parts, latency, inter, jitter,  #
 
 
 @njit(cache=True, inline="always")
-def transfer_arrived(slot, now, ints, groups, wi, c, slots, parts_left,  # type: ignore[no-untyped-def]
-                     counter_fired, members, heap, seq):
+def transfer_arrived(slot, now, ints, groups, wi, wf, c, slots, parts_left,  # type: ignore[no-untyped-def]
+                     counter_fired, members, pull_triggered, pulled_after, heap, seq):
     """A transfer's flows have all arrived (`BATCH`); returns the worker it resumes,
-    -1 if none: with overlap, the one waiting for this pull."""
+    -1 if none: with overlap, the one waiting for this pull. A pull's arrival in the
+    first step is recorded for the steps that replay it."""
     overlap, warmup, needed = ints[3] != 0, ints[1], ints[0]
     resumed = -1
     w = slots[XW, slot]
     if slots[XDIR, slot] == PULL:
         g = slots[XG, slot]
+        pull_triggered[w, g] = True  # already, unless replayed
+        if c[PULLS] == PULLS_RECORDED:
+            pulled_after[w, g] = now - wf[WPULL0, w]
         wi[WPULLS, w] += 1
         if not overlap and wi[WPULLS, w] == groups:
             schedule(heap, seq, now, NORMAL, GATE, w, 0)

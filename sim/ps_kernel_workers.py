@@ -138,7 +138,7 @@ def pushed(w, step, now, ints, times, wi, wf, steps, heap, seq):  # type: ignore
 @njit(cache=True, inline="always")
 def resume_worker(w, now, ints, times, parts, latency, inter, compute, jitter,  # type: ignore[no-untyped-def]
                   parts_of_shard, totals, step_ends, rec_int, rec, c, fl, wi, wf, steps, slots,
-                  slotf, slot_of, parts_left, pull_triggered, heap, seq):
+                  slotf, slot_of, parts_left, pull_triggered, pulled_after, heap, seq):
     """Runs worker w until it waits again. latency, inter: a pull's (0) and a push's
     (1) latency and whether it leaves the host, per worker and shard; compute: each
     group's forward (0) and backward (1) seconds; jitter: factors (0) and delays (1)."""
@@ -157,8 +157,8 @@ def resume_worker(w, now, ints, times, parts, latency, inter, compute, jitter,  
             waits = dispatch(w, state, now, times[1], c, wi, wf, heap, seq)
         elif state == W_PULLS:
             waits = start_pulls(w, step, now, overlap, times[0], parts, latency, inter, jitter,
-                                parts_of_shard, parts_left, pull_triggered, wi, wf, fl, c,
-                                slots, slotf, slot_of, heap, seq)
+                                parts_of_shard, parts_left, pull_triggered, pulled_after,
+                                wi, wf, fl, c, slots, slotf, slot_of, heap, seq)
         elif state == W_GATE:
             wf[WSTALL, w] += now - wf[WWAITED, w]
             wi[WS, w] = W_FORWARD

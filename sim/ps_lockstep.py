@@ -28,6 +28,10 @@ those SimPy processes do, event for event:
   the flows no such link holds are filled (`sim.flowkernel.fill`); flows that start at
   the same instant start as one batch, and a flow is done when a rounding sliver is
   left, exactly as `FlowNetwork` does.
+* synchronously without backup workers, where no link carries both pulls and pushes,
+  the pulls of every step after the first arrive when the first step's did after their
+  start: the engine moves the first step's pulls on the network and replays their
+  arrivals (`_replays_pulls` says why that is exact).
 
 Events at the same instant run in SimPy's order (time, then urgency, then the order they
 were scheduled), and every time is computed with the event engine's additions (the
@@ -88,10 +92,10 @@ def run(sim: Simulation) -> SimulationOutcome:
     shards = len(servers.nodes)
     groups = dataflow.groups
     parts = np.array([g.nbytes for g in groups], dtype=float).reshape(len(groups), shards)
-    times, ints = _settings(sim, dataflow)
     pull_paths, pull_latency, pull_inter, push_paths, push_latency, push_inter = _routes(
         sim, servers.nodes
     )
+    times, ints = _settings(sim, dataflow, _replays_pulls(sim, pull_paths, push_paths))
     forward_s = np.array([g.forward_s for g in groups], dtype=float)
     backward_s = np.array([g.backward_s for g in groups], dtype=float)
     # the flows in flight at once: a worker's pulls or pushes of one step (with backup
@@ -163,10 +167,30 @@ def _routes(sim: Simulation, nodes: list[int]) -> tuple[np.ndarray, ...]:
     return pull_paths, pull_latency, pull_inter, push_paths, push_latency, push_inter
 
 
-def _settings(sim: Simulation, dataflow: Dataflow) -> tuple[np.ndarray, np.ndarray]:
+def _replays_pulls(sim: Simulation, pull_paths: np.ndarray, push_paths: np.ndarray) -> bool:
+    """Whether every step's pulls arrive as the first step's do, after their start.
+
+    Synchronously without backup workers every worker waits for the previous step's
+    update, so all start their pulls at one instant, none in flight from the step
+    before, and a step's pushes start after their worker's pulls are all in. Where no
+    link carries both pulls and pushes, a pull's flows share links with the same pulls
+    at every step and with nothing else: with the same bytes, routes and start, they
+    arrive at the same time after it, and the engine moves the first step's only."""
+    strategy = sim.spec.strategy
+    if not strategy.sync or strategy.backup_workers:
+        return False
+    pulls = np.unique(pull_paths[pull_paths >= 0])
+    pushes = np.unique(push_paths[push_paths >= 0])
+    return not np.intersect1d(pulls, pushes).size
+
+
+def _settings(
+    sim: Simulation, dataflow: Dataflow, replay: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """The kernel's seconds (server call, dispatch, update, checkpoint, evaluation) and
     integers (members a round waits for, warm-up, checkpoint interval, overlap, async,
-    the SSP bound or -1, the evaluation interval held by a barrier or 0)."""
+    the SSP bound or -1, the evaluation interval held by a barrier or 0, whether later
+    steps' pulls replay the first's)."""
     strategy = sim.spec.strategy
     costs = sim.costs.servers
     update_s = costs.update_s if strategy.sync else costs.apply_s
@@ -196,6 +220,7 @@ def _settings(sim: Simulation, dataflow: Dataflow) -> tuple[np.ndarray, np.ndarr
             int(not strategy.sync),
             -1 if bound is None else bound,
             every_evaluation,
+            int(replay),
         ],
         dtype=np.int64,
     )

@@ -20,6 +20,7 @@ from sim.convergence import held_by_engine
 from sim.costs import ServerCosts
 from sim.metrics import summarize
 from sim.outcome import StepRecord
+from sim.ps_dataflow import server_parts
 from sim.simulation import Simulation
 
 RTOL = 1e-9
@@ -149,6 +150,22 @@ def test_only_where_it_applies() -> None:
     for spec in others:
         assert not ps_lockstep.eligible(Simulation(spec))
     assert not ps_lockstep.eligible(Simulation(make_spec(strategy=ps), trace=True))
+
+
+def test_pulls_replayed_only_where_each_step_pulls_alike() -> None:
+    # every step's pulls on an idle network from one instant, on links no push crosses
+    # (the records' equality with the event engine is `test_random_jobs`)
+    def replays(**fields: Any) -> bool:
+        sim = Simulation(make_spec(**fields))
+        servers, _ = server_parts(sim, ps_lockstep._no_processes)
+        routes = ps_lockstep._routes(sim, servers.nodes)
+        return ps_lockstep._replays_pulls(sim, routes[0], routes[3])
+
+    ps = {"kind": "parameter_server", "servers": 2}
+    assert replays(strategy=ps)
+    assert replays(strategy={**ps, "placement": "colocated"}, **{"cluster.hosts": 3})
+    assert not replays(strategy={**ps, "backup_workers": 1})
+    assert not replays(strategy={**ps, "sync": False})
 
 
 @pytest.mark.parametrize("overlap", [True, False])
