@@ -129,8 +129,9 @@ class NetworkSpec(Strict):
     # what one step of a GPU collective (NCCL) costs across the network, beyond its bytes
     step_latency: Seconds = 0.0
     # the payload one TCP connection carries at most (one core drives it); a collective's
-    # transfer between hosts moves at most its library's connections x this. Read only
-    # with protocol tcp; null: no ceiling beyond the link's share
+    # transfer between hosts moves at most its library's connections x this, a worker's
+    # pulls from and pushes to one parameter server this together. Read only with
+    # protocol tcp; null: no ceiling beyond the link's share
     stream_bandwidth: Bandwidth | None = None
 
 

@@ -17,7 +17,8 @@ a flow.
 
 A transfer pays `messages` times the route's latency, then moves `nbytes` over the route's
 links; with a `ceiling` (a collective over TCP: its connections x what one connection
-carries) each of its flows between hosts moves at most that many bytes/s. `messages > 1`
+carries; a parameter server's pull or push over TCP: one connection) each of its flows
+between hosts moves at most that many bytes/s. `messages > 1`
 lets one flow stand for a pipeline of back-to-back messages over the same link (the N - 1
 steps of a ring phase): each pays the latency once, the bytes flow as one stream
 (STYLE.md rule 6: one flow per ring link per phase, never one per chunk).
@@ -62,10 +63,16 @@ class Network(ABC):
         self.bytes_on_network = 0.0
 
     def transfer(
-        self, src: int, dst: int, nbytes: float, messages: int = 1, setup: float = 0.0
+        self,
+        src: int,
+        dst: int,
+        nbytes: float,
+        messages: int = 1,
+        setup: float = 0.0,
+        ceiling: float | None = None,
     ) -> simpy.Event:
         """Move nbytes from src to dst; the event fires when the last byte arrives."""
-        return self.transfers([(src, dst)], nbytes, messages, setup)
+        return self.transfers([(src, dst)], nbytes, messages, setup, ceiling=ceiling)
 
     @abstractmethod
     def transfers(
@@ -85,8 +92,9 @@ class Network(ABC):
         collective's launch. `step`: what each message costs inside a host and between
         hosts, in place of the route's own latency (a collective library's per-step
         latency). `reduce`: the receivers reduce what arrives (through their memory).
-        `ceiling`: bytes/s each pair's flow between hosts moves at most (a collective
-        library's TCP connections x what one carries); inside a host it does not apply."""
+        `ceiling`: bytes/s each pair's flows between hosts move at most together, in this
+        transfer and any other with that ceiling (a library's TCP connections to a peer x
+        what one carries); inside a host it does not apply."""
 
     def compute(self, worker: int, seconds: float) -> simpy.Event:
         """`seconds` of the worker's measured compute, as CPU work on its host's cores: one

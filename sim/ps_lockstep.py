@@ -95,13 +95,19 @@ def run(sim: Simulation) -> SimulationOutcome:
     pull_paths, pull_latency, pull_inter, push_paths, push_latency, push_inter = _routes(
         sim, servers.nodes
     )
+    capacity = topo.capacity
+    if servers.ceiling is not None:
+        capacity, pull_paths, push_paths = _connections(
+            capacity, servers.ceiling, servers.nodes, pull_paths, pull_inter, push_paths,
+            push_inter,
+        )
     times, ints = _settings(sim, dataflow, _replays_pulls(sim, pull_paths, push_paths))
     forward_s = np.array([g.forward_s for g in groups], dtype=float)
     backward_s = np.array([g.backward_s for g in groups], dtype=float)
     # the flows in flight at once: a worker's pulls or pushes of one step (with backup
     # workers, a late worker's pushes still move while it runs the next step)
     flows = shards * len(groups) if sim.spec.strategy.backup_workers else np.count_nonzero(parts)
-    work = flowkernel.scratch(len(topo.capacity), 2 * n * int(flows) + 1, topo.max_path)
+    work = flowkernel.scratch(len(capacity), 2 * n * int(flows) + 1, pull_paths.shape[2])
     # synchronously, a worker's step is the job's; asynchronously, its own count, drawn
     # for twice the even share and, should a worker outrun that, again for twice as many
     drawn = total if sim.spec.strategy.sync else min(total, 2 * -(-total // n) + 16)
@@ -114,7 +120,7 @@ def run(sim: Simulation) -> SimulationOutcome:
         totals[0] = np.nan  # the measurement's start, once known
         step_ends = np.full(total, np.nan)
         rows = ps_kernel.run(
-            topo.capacity,
+            capacity,
             pull_paths,
             pull_latency,
             pull_inter,
@@ -165,6 +171,30 @@ def _routes(sim: Simulation, nodes: list[int]) -> tuple[np.ndarray, ...]:
                 up.inter_host,
             )
     return pull_paths, pull_latency, pull_inter, push_paths, push_latency, push_inter
+
+
+def _connections(
+    capacity: np.ndarray,
+    ceiling: float,
+    nodes: list[int],
+    pull_paths: np.ndarray,
+    pull_inter: np.ndarray,
+    push_paths: np.ndarray,
+    push_inter: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The links with one more per direction of each worker's TCP connection to each
+    server node (`ceiling` bytes/s; shards on one node share it), and the routes between
+    hosts with it at their end, as `FlowNetwork` adds a transfer's connection."""
+    n = pull_paths.shape[0]
+    _, node_of = np.unique(np.asarray(nodes), return_inverse=True)
+    per_direction = n * (int(node_of.max()) + 1)
+    pair = np.arange(n)[:, None] * (int(node_of.max()) + 1) + node_of[None, :]
+    routes = []
+    for d, (paths, inter) in enumerate(((pull_paths, pull_inter), (push_paths, push_inter))):
+        extra = np.where(inter, len(capacity) + d * per_direction + pair, -1)
+        routes.append(np.concatenate([paths, extra[:, :, None]], axis=2))
+    added = np.concatenate([capacity, np.full(2 * per_direction, ceiling)])
+    return added, routes[0], routes[1]
 
 
 def _replays_pulls(sim: Simulation, pull_paths: np.ndarray, push_paths: np.ndarray) -> bool:

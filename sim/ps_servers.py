@@ -67,6 +67,8 @@ class ServerGroup:
         self.closure_s = costs.closure_s
         # without them, an asynchronous closure's update after its push
         self.apply_s = costs.apply_s
+        # over TCP, the bytes/s one worker's connection to one server carries at most
+        self.ceiling = costs.ceiling
 
     # -- what the servers' calls cost --------------------------------------------------------
 
@@ -102,7 +104,7 @@ class ServerGroup:
             shards = zip(self.nodes, nbytes, strict=True)
             pairs = [(shard, node) for shard, b in shards if b > 0]
             sizes = [b for b in nbytes if b > 0]
-            return net.transfers(pairs, sizes, setup=self.call_s)
+            return net.transfers(pairs, sizes, setup=self.call_s, ceiling=self.ceiling)
 
         if not self.in_order and after is None:
             return [start(nbytes) for nbytes in parts]
@@ -123,7 +125,7 @@ class ServerGroup:
         """`nbytes` of each shard to `node`, one transfer per shard, all started now."""
         net = self.sim.network
         return [
-            net.transfer(shard, node, b, setup=self.call_s)
+            net.transfer(shard, node, b, setup=self.call_s, ceiling=self.ceiling)
             for shard, b in zip(self.nodes, nbytes, strict=True)
             if b > 0
         ]
@@ -141,10 +143,12 @@ class ServerGroup:
                 continue
             if self.in_order and after is not None and not after.triggered:
                 event = self.sim.env.event()
-                send = functools.partial(net.transfer, node, shard, b, setup=self.call_s)
+                send = functools.partial(
+                    net.transfer, node, shard, b, setup=self.call_s, ceiling=self.ceiling
+                )
                 self.spawn(self._in_turn([(after, send, event)]))
             else:
-                event = net.transfer(node, shard, b, setup=self.call_s)
+                event = net.transfer(node, shard, b, setup=self.call_s, ceiling=self.ceiling)
             out.append((j, event))
         return out
 

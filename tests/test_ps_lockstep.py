@@ -80,6 +80,7 @@ def test_bundled_scenarios(path: str, sets: tuple[str, ...]) -> None:
     every=st.sampled_from([None, 2]),
     warmup=st.integers(0, 2),
     network=st.sampled_from(["10 Gbit/s", "100 Gbit/s"]),
+    stream=st.sampled_from([None, "2 Gbit/s"]),
     sync=st.booleans(),
     ssp=st.sampled_from([None, 0, 1]),
 )
@@ -97,6 +98,7 @@ def test_random_jobs(
     every: int | None,
     warmup: int,
     network: str,
+    stream: str | None,
     sync: bool,
     ssp: int | None,
 ) -> None:
@@ -124,6 +126,8 @@ def test_random_jobs(
             "cluster.hosts": hosts,
             "cluster.devices_per_host": devices,
             "cluster.network.bandwidth": network,
+            # over TCP a connection per worker and server, its ceiling an extra link each
+            "cluster.network.stream_bandwidth": stream,
             "strategy": strategy,
             "stragglers": stragglers,
             "checkpoint": {"every_steps": every} if every else {},

@@ -103,6 +103,11 @@ class ServerCosts:
     # host's cores); None: pulls and pushes move the shards' bytes over the links
     closure_s: tuple[float, float] | None = None
     apply_s: float = 0.0  # an asynchronous closure's update after its push
+    # bytes/s a pull or push between hosts moves at most over TCP: its worker's one
+    # connection to the server x what one connection carries; None: its share of the
+    # links alone (over RDMA, without a per-connection figure, or where the connection
+    # carries at least a NIC's bandwidth and so never binds)
+    ceiling: float | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,7 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
         return CostModel(
             compute=compute,
             links=Links.of(spec.cluster, _reduction_rate(spec, nccl)),
-            servers=ServerCosts(),
+            servers=ServerCosts(ceiling=_server_ceiling(spec)),
             restart_s=spec.checkpoint.restart_overhead,
             collective=_collective(spec, nccl),
             evaluation_s=evaluation_s,
@@ -246,6 +251,17 @@ def _collective(spec: ScenarioSpec, nccl: dict[str, Any]) -> CollectiveCosts:
         ),
         ceiling=tcp_ceiling(network, connections(nccl)),
     )
+
+
+def _server_ceiling(spec: ScenarioSpec) -> float | None:
+    """What one pull or push between hosts moves at most over TCP: a worker keeps one
+    connection to each server (TensorFlow's gRPC channel, the catalog's `grpc`), so a
+    transfer's flows between one worker and one server share one connection's payload.
+    None where that is no less than a NIC's bandwidth: every such flow crosses a NIC
+    too, so the connection could never be the tighter link."""
+    ceiling = tcp_ceiling(spec.cluster.network, connections(catalog.entry("collective", "grpc")))
+    nic = spec.cluster.network.bandwidth * spec.cluster.network.goodput
+    return ceiling if ceiling is not None and ceiling < nic else None
 
 
 def connections(library: dict[str, Any]) -> int:
