@@ -172,6 +172,16 @@ class ScenarioSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _library_on_its_devices(self) -> ScenarioSpec:
+        if self.strategy.library == "nccl" and self.cluster.device.kind != "gpu":
+            raise _LocatedError(
+                ("strategy", "library"),
+                f"nccl runs on GPU devices, not {self.cluster.device.kind} (leave library out "
+                "for TensorFlow's gRPC ring, or give gloo)",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _timed_steps_alone(self) -> ScenarioSpec:
         timed = self.sim.timed_steps
         if isinstance(timed, int) and (self.failures or self.checkpoint.every_steps):

@@ -17,6 +17,7 @@ from .fields import Bytes, Strict, _LocatedError
 #: fields that belong to some strategy kinds only
 _KINDS_OF_FIELD = {
     "algorithm": ("allreduce", "pipeline"),
+    "library": ("allreduce",),
     "fusion_buffer": ("allreduce", "parameter_server", "sharded"),
     "overlap": ("allreduce", "parameter_server", "sharded"),
     "stage": ("sharded",),
@@ -76,6 +77,9 @@ class StrategySpec(Strict):
     sync: bool = True
     # allreduce; pipeline: how the replicas of a stage all-reduce its gradients
     algorithm: Literal["ring", "hierarchical", "tree", "halving_doubling"] = "ring"
+    # allreduce: the collective library (None: NCCL on GPUs, TensorFlow's gRPC ring on
+    # CPUs); gloo: Gloo over TCP, its own ring (chunked) and halving-doubling
+    library: Literal["nccl", "gloo"] | None = None
     # allreduce: gradient buckets (Horovod tensor fusion); parameter servers: the
     # gradients one push carries (default per variable, TensorFlow's own sends)
     fusion_buffer: Bytes = Field(default=64 * 2**20, validate_default=False)
@@ -256,6 +260,10 @@ class StrategySpec(Strict):
         if self.staleness is not None and self.max_iterations_ahead is not None:
             raise ValueError(
                 "give max_iterations_ahead or staleness (the contract's name for it), not both"
+            )
+        if self.library == "gloo" and self.algorithm not in ("ring", "halving_doubling"):
+            raise ValueError(
+                f"library gloo runs ring or halving_doubling, not algorithm {self.algorithm}"
             )
         if not self.sync and "sync_scope" in self.model_fields_set:
             raise ValueError("'sync_scope' applies to synchronous training (sync: true) only")

@@ -9,6 +9,8 @@ first step, and each step's latency in place of the route's (NCCL's per-step lat
 reductions cross the receiver's memory (`reduce=True`, where the topology models it); over
 TCP each flow between hosts moves at most the library's connections x what one connection
 carries (`costs.ceiling`), so a ring over TCP takes 2(N-1)(alpha + S/(N min(B, C))).
+Gloo's chunked ring walks the whole buffer in 2N chunks per phase (`ring_phase`):
+4N alpha + 2S/B.
 
 Closed forms without contention (alpha latency, B bandwidth, S bytes, N ranks):
   ring              2(N-1)(alpha + S/(N B))                          (Patarasuk & Yuan 2009)
@@ -39,6 +41,16 @@ def ring(
     yield from ring_all_gather(net, ranks, nbytes, costs, launch=False)
 
 
+def ring_phase(n: int, nbytes: float, costs: CollectiveCosts) -> tuple[float, int]:
+    """Bytes over each ring link and its messages in one phase of a ring of n ranks over
+    S bytes: N - 1 steps of S / N, or where the library walks the whole buffer in k
+    chunks per rank (Gloo's chunked ring, k = 2) k N steps of S / (k N)."""
+    chunks = costs.ring_chunks_per_rank
+    if chunks:
+        return float(nbytes), chunks * n
+    return (n - 1) * nbytes / n, n - 1
+
+
 def ring_reduce_scatter(
     net: Network, ranks: Sequence[int], nbytes: float, costs: CollectiveCosts = NO_COLLECTIVE_COSTS
 ) -> Process:
@@ -49,10 +61,11 @@ def ring_reduce_scatter(
     if n < 2 or nbytes <= 0:
         return
     links = [(ranks[i], ranks[(i + 1) % n]) for i in range(n)]
+    moved, messages = ring_phase(n, nbytes, costs)
     yield net.transfers(
         links,
-        (n - 1) * nbytes / n,
-        messages=n - 1,
+        moved,
+        messages=messages,
         setup=costs.launch_s,
         step=costs.step_s,
         reduce=True,
@@ -75,10 +88,11 @@ def ring_all_gather(
         return
     links = [(ranks[i], ranks[(i + 1) % n]) for i in range(n)]
     setup = costs.launch_s if launch else 0.0
+    moved, messages = ring_phase(n, nbytes, costs)
     yield net.transfers(
         links,
-        (n - 1) * nbytes / n,
-        messages=n - 1,
+        moved,
+        messages=messages,
         setup=setup,
         step=costs.step_s,
         ceiling=costs.ceiling,

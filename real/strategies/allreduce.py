@@ -17,6 +17,8 @@ class AllReduce:
             return ["strategy.sync: false (asynchronous all-reduce)"]
         if st.replication == "in_graph" and (found := in_graph_problems(spec)):
             return found
+        if st.library == "gloo":
+            return ["strategy.library: gloo (TensorFlow's collectives run NCCL or gRPC, not Gloo)"]
         if st.algorithm != "ring":
             return [
                 f"strategy.algorithm: {st.algorithm} (TensorFlow's MultiWorkerMirroredStrategy "

@@ -87,6 +87,9 @@ class CollectiveCosts:
     # bytes/s one transfer between hosts moves at most over TCP: the library's connections
     # per peer x what one connection carries; None: its share of the links alone
     ceiling: float | None = None
+    # a ring phase walks the whole buffer in this many chunks per rank (Gloo's chunked
+    # ring: 2, so 2N steps of S / 2N); 0: N - 1 steps of S / N (NCCL's, gRPC's)
+    ring_chunks_per_rank: int = 0
 
 
 NO_COLLECTIVE_COSTS = CollectiveCosts()
@@ -237,9 +240,16 @@ def evaluation_seconds(spec: ScenarioSpec, forward_s: float) -> float:
 def _collective(spec: ScenarioSpec, nccl: dict[str, Any]) -> CollectiveCosts:
     """The catalog's collective costs: NCCL's on GPUs (its launch, and each step paying
     the larger of the link's latency and NCCL's per-step latency on that kind of link);
-    on CPU devices TensorFlow's gRPC ring, whose steps pay the links' own latency. Over
+    on CPU devices TensorFlow's gRPC ring, whose steps pay the links' own latency; Gloo's
+    (`strategy.library: gloo`) its chunked ring, its steps the links' own latency. Over
     TCP either moves at most its connections x one connection's payload between hosts."""
     link, network = spec.cluster.host_link, spec.cluster.network
+    if spec.strategy.library == "gloo":
+        gloo = catalog.entry("collective", "gloo")
+        return CollectiveCosts(
+            ceiling=tcp_ceiling(network, connections(gloo)),
+            ring_chunks_per_rank=int(gloo["ring_chunks_per_rank"]),
+        )
     if spec.cluster.device.kind != "gpu":
         grpc = catalog.entry("collective", "grpc")
         return CollectiveCosts(ceiling=tcp_ceiling(network, connections(grpc)))
