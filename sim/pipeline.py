@@ -109,7 +109,11 @@ class PipelineTraining(Training):
             )
             stage_of = {i: k for k, c in enumerate(cuts) for i in c}
             self.server_bytes = dealt.by_part(stage_of, self.stages, share=self.tensor)
-            self.servers = ServerGroup(sim, self.spawn, dealt, "dedicated", ServerCosts())
+            # the servers' calls cost nothing beyond their bytes; over TCP a device's one
+            # connection to a server caps what it pulls and pushes there, as for data
+            # parallelism's servers
+            costs = ServerCosts(ceiling=sim.costs.servers.ceiling)
+            self.servers = ServerGroup(sim, self.spawn, dealt, "dedicated", costs)
         self.arrived = Events(sim.env)  # (step, "F" | "B", stage, replica, share, micro)
         self.sent_at: dict[Any, float] = {}
         self.finished = PerStep(sim.env, sim.workers)

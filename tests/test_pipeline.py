@@ -148,16 +148,19 @@ def test_replicas_all_reduce_each_stage(tmp_path: Path) -> None:
     assert step2 - step1 == pytest.approx(ring, rel=1e-6)
 
 
+@pytest.mark.parametrize("network", ["10GbE", "25GbE"])
 @pytest.mark.parametrize("servers", [1, 2])
-def test_replicas_push_to_parameter_servers(tmp_path: Path, servers: int) -> None:
+def test_replicas_push_to_parameter_servers(tmp_path: Path, servers: int, network: str) -> None:
     """2 stages x 2 replicas, each stage's gradients pushed to dedicated servers and its
     variables pulled back, on the analytical network (no contention): GPipe's stage 0
     finishes last, and its 6 layers' 24 MB, dealt round-robin one variable a layer, go
-    to each server in 24 / servers MB, a push and a pull added to the step."""
+    to each server in 24 / servers MB, a push and a pull added to the step. Over 25 GbE
+    one TCP connection (13.7 Gbit/s, below the link's 23.7) carries each."""
 
     def step_of(strategy: str, devices: int) -> tuple[float, Simulation]:
         path = scenario(tmp_path, strategy, devices=devices)
-        path.write_text(path.read_text() + "sim: {network_model: analytical}\n")
+        text = path.read_text().replace("network: 10GbE", f"network: {network}")
+        path.write_text(text + "sim: {network_model: analytical}\n")
         result = simulate(load(path)).results.iloc[0]
         assert result["servers"] == (servers if "servers" in strategy else 0)
         return float(result["step_time_mean_s"]), Simulation(load(path).points[0].spec)
@@ -166,6 +169,9 @@ def test_replicas_push_to_parameter_servers(tmp_path: Path, servers: int) -> Non
     pushed, sim = step_of(f"{{kind: pipeline, stages: 2, micro_batches: 4, servers: {servers}}}", 4)
     route = sim.topology.route(0, sim.topology.server(0))
     bandwidth = min(sim.topology.capacity[link] for link in route.links)
+    if network == "25GbE":
+        assert bandwidth == pytest.approx(25e9 / 8 * 0.9493)
+        bandwidth = 13.7e9 / 8  # iperf -P 1 at 25 Gbit/s (networks.yaml)
     one_way = route.latency + 6 * PARAMS / LAYERS * 4 / servers / bandwidth
     assert pushed - alone == pytest.approx(2 * one_way, rel=1e-6)
     spec = sim.spec
