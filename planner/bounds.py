@@ -42,6 +42,7 @@ def sure_status(plan: PlanSpec, point: Point) -> str | None:
         or spec.failures
         or spec.cluster.profile is not None
         or spec.stragglers.jitter
+        or spec.stragglers.variability
         or spec.stragglers.slow
         or spec.stragglers.transient is not None
     ):

@@ -21,6 +21,9 @@ class Transient(Strict):
 
 class StragglerSpec(Strict):
     jitter: float = Field(default=0.0, ge=0)  # coefficient of variation, lognormal
+    # each device's own speed, drawn once per run: a coefficient of variation (lognormal,
+    # mean 1) of the factor its compute takes at every step, as chips of one model differ
+    variability: float = Field(default=0.0, ge=0)
     slow: tuple[SlowWorkers, ...] = ()
     transient: Transient | None = None
 

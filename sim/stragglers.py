@@ -1,4 +1,4 @@
-"""Stragglers: jitter, persistent slow workers, transient hiccups.
+"""Stragglers: jitter, each device's own speed, persistent slow workers, transient hiccups.
 
 Each kind draws from its own seeded stream per worker, derived from the scenario seed with
 `SeedSequence(seed, spawn_key=(replication, stream id, worker))`: adding one kind never
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from results.streams import stream
+from results.streams import device_factor, stream
 from scenarios.spec import ScenarioSpec
 
 from .distributions import LogNormal
@@ -27,6 +27,10 @@ class Stragglers:
         self.replication = replication
         self.jitter = LogNormal(spec.stragglers.jitter)
         self.slow = np.ones(spec.workers)
+        variability = spec.stragglers.variability
+        if variability:  # each device's own speed, the same at every step
+            for w in range(spec.workers):
+                self.slow[w] = device_factor(self.seed, replication, w, variability)
         for group in spec.stragglers.slow:
             for w in group.workers:
                 self.slow[w] *= group.factor

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from results.streams import stream
+from results.streams import device_factor, stream
 from scenarios.spec import ScenarioSpec
 
 from ..job import Job, Place, Training
@@ -41,7 +41,7 @@ def stragglers_of(spec: ScenarioSpec, worker: int) -> dict[str, Any]:
     """What worker `worker` injects: jitter, persistent slowness, transient hiccups (seconds
     per step), from the same seeded streams as the simulator."""
     total = spec.training.warmup_steps + spec.training.steps
-    slow = 1.0
+    slow = device_factor(spec.seed, 0, worker, spec.stragglers.variability)
     for group in spec.stragglers.slow:
         if worker in group.workers:
             slow *= group.factor
@@ -61,7 +61,12 @@ def one_client_problems(spec: ScenarioSpec, what: str, data: bool = False) -> li
     if not data and (spec.training.target is not None or spec.training.data != "synthetic"):
         problems.append(f"training.target or training.data: digits with {what}")
     s = spec.stragglers
-    if s.jitter or s.slow or (s.transient is not None and s.transient.probability > 0):
+    if (
+        s.jitter
+        or s.variability
+        or s.slow
+        or (s.transient is not None and s.transient.probability > 0)
+    ):
         problems.append(f"stragglers with {what}")
     if spec.failures or spec.checkpoint.every_steps:
         problems.append(f"failures or checkpoints with {what}")
