@@ -187,8 +187,9 @@ def _connections(
     hosts with it at their end, as `FlowNetwork` adds a transfer's connection."""
     n = pull_paths.shape[0]
     _, node_of = np.unique(np.asarray(nodes), return_inverse=True)
-    per_direction = n * (int(node_of.max()) + 1)
-    pair = np.arange(n)[:, None] * (int(node_of.max()) + 1) + node_of[None, :]
+    servers = int(node_of.max()) + 1
+    per_direction = n * servers
+    pair = np.arange(n)[:, None] * servers + node_of[None, :]
     routes = []
     for d, (paths, inter) in enumerate(((pull_paths, pull_inter), (push_paths, push_inter))):
         extra = np.where(inter, len(capacity) + d * per_direction + pair, -1)

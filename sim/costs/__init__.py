@@ -165,10 +165,11 @@ def cost_model(spec: ScenarioSpec, profile: Profile | None = None) -> CostModel:
     checkpoint_s = written / spec.checkpoint.write_bandwidth
     if cal is None:
         nccl = catalog.entry("collective", "nccl")
+        links = Links.of(spec.cluster, _reduction_rate(spec, nccl))
         return CostModel(
             compute=compute,
-            links=Links.of(spec.cluster, _reduction_rate(spec, nccl)),
-            servers=ServerCosts(ceiling=_server_ceiling(spec)),
+            links=links,
+            servers=ServerCosts(ceiling=_server_ceiling(spec, links.network_bandwidth)),
             restart_s=spec.checkpoint.restart_overhead,
             collective=_collective(spec, nccl),
             evaluation_s=evaluation_s,
@@ -263,14 +264,13 @@ def _collective(spec: ScenarioSpec, nccl: dict[str, Any]) -> CollectiveCosts:
     )
 
 
-def _server_ceiling(spec: ScenarioSpec) -> float | None:
+def _server_ceiling(spec: ScenarioSpec, nic: float) -> float | None:
     """What one pull or push between hosts moves at most over TCP: a worker keeps one
     connection to each server (TensorFlow's gRPC channel, the catalog's `grpc`), so a
     transfer's flows between one worker and one server share one connection's payload.
-    None where that is no less than a NIC's bandwidth: every such flow crosses a NIC
-    too, so the connection could never be the tighter link."""
+    None where that is no less than `nic`, a NIC's bandwidth: every such flow crosses a
+    NIC too, so the connection could never be the tighter link."""
     ceiling = tcp_ceiling(spec.cluster.network, connections(catalog.entry("collective", "grpc")))
-    nic = spec.cluster.network.bandwidth * spec.cluster.network.goodput
     return ceiling if ceiling is not None and ceiling < nic else None
 
 
