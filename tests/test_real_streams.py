@@ -7,16 +7,19 @@ from conftest import make_spec
 
 from real.runner import jobs_for
 from real.strategies.base import stragglers_of
+from results.streams import device_factor
 from sim.simulation import Simulation
 
 
-def test_real_jitter_and_hiccups_are_the_simulated_ones() -> None:
+@pytest.mark.parametrize("variability", [0.0, 0.2])
+def test_real_jitter_and_hiccups_are_the_simulated_ones(variability: float) -> None:
     spec = make_spec(
         **{
             "cluster.hosts": 1,
             "cluster.devices_per_host": 3,
             "training.steps": 40,
             "stragglers.jitter": 0.3,
+            "stragglers.variability": variability,
             "stragglers.slow": [{"workers": [2], "factor": 1.5}],
             "stragglers.transient": {"probability": 0.2, "delay": "50 ms"},
         }
@@ -25,10 +28,15 @@ def test_real_jitter_and_hiccups_are_the_simulated_ones() -> None:
     total = spec.training.warmup_steps + spec.training.steps
     for job in jobs_for(spec):
         w = job.index
+        # each device's own factor (`variability`) times the `slow` groups' factors
+        device = device_factor(spec.seed, 0, w, variability)
+        assert stragglers_of(spec, w)["slow"] == pytest.approx(device * (1.5 if w == 2 else 1))
+        # a factor below 1 cannot be made real: it counts as 1
         expected = [max(0.0, sim.compute_factor(w, t) - 1) for t in range(total)]
         assert job.step_slowdowns(total) == pytest.approx(expected, rel=1e-12)
         assert job.hiccups == [sim.compute_delay(w, t) for t in range(total)]
-    assert stragglers_of(spec, 2)["slow"] == 1.5 and stragglers_of(spec, 0)["slow"] == 1.0
+    if not variability:
+        assert stragglers_of(spec, 2)["slow"] == 1.5 and stragglers_of(spec, 0)["slow"] == 1.0
 
 
 @pytest.mark.parametrize(

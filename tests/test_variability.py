@@ -1,6 +1,7 @@
 """Each device's own speed (`stragglers.variability`): one lognormal factor per device,
 mean 1 and the given coefficient of variation, drawn once per run from its own seeded
-stream and taken by its compute at every step, the same in `simulate` and `run-real`."""
+stream and taken by its compute at every step (`run-real` injects the same factors:
+tests/test_real_streams.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import pytest
 from conftest import make_spec
 from test_training import COMPUTE
 
-from real.runner import jobs_for
-from real.strategies.base import stragglers_of
 from results.streams import device_factor
 from sim.metrics import summarize
 from sim.simulation import Simulation
@@ -55,25 +54,3 @@ def test_a_synchronous_step_waits_for_the_slowest_device() -> None:
     slowest = max(device_factor(spec.seed, 0, w, 0.1) for w in range(8))
     assert step - base == pytest.approx(COMPUTE * (slowest - 1), rel=1e-9)
 
-
-def test_run_real_injects_the_simulated_factors() -> None:
-    spec = make_spec(
-        **{
-            "cluster.hosts": 1,
-            "cluster.devices_per_host": 3,
-            "training.steps": 10,
-            "stragglers.variability": 0.2,
-            "stragglers.slow": [{"workers": [2], "factor": 1.5}],
-        }
-    )
-    sim = Simulation(spec)
-    total = spec.training.warmup_steps + spec.training.steps
-    for job in jobs_for(spec):
-        w = job.index
-        assert stragglers_of(spec, w)["slow"] == pytest.approx(sim.compute_factor(w, 0))
-        # a device faster than the mean cannot be made real: its factor counts as 1
-        expected = [max(0.0, sim.compute_factor(w, t) - 1) for t in range(total)]
-        assert job.step_slowdowns(total) == pytest.approx(expected, rel=1e-12)
-    assert stragglers_of(spec, 2)["slow"] == pytest.approx(
-        1.5 * device_factor(spec.seed, 0, 2, 0.2)
-    )
