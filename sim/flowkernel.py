@@ -39,7 +39,7 @@ def scratch(n_links: int, max_flows: int, width: int) -> tuple:  # type: ignore[
     )
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _list_flows(
     paths: np.ndarray,
     n_flows: int,
@@ -79,7 +79,7 @@ def _list_flows(
     return n_active
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def fill(
     paths: np.ndarray,
     n_flows: int,

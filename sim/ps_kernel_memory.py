@@ -7,6 +7,11 @@ without that record (as an array made by `numba.carray` over its data is): handi
 around and slicing it counts nothing. It owns nothing either, so the array itself must
 stay alive for as long as the unmanaged one is used: `sim/ps_kernel.py` keeps every
 array it wraps.
+
+Even so, each count is a call into the runtime that tests a null pointer. The network's
+functions, which allocate nothing (`sim/ps_kernel_queues.py`, most of
+`sim/ps_kernel_net.py`, `sim.flowkernel.fill`), are compiled without the runtime
+(`_nrt=False`): they count nothing at all.
 """
 
 from __future__ import annotations

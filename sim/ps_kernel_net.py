@@ -79,6 +79,7 @@ from .ps_kernel_queues import (
     RES,
     RLEFT,
     RRATE,
+    SHARE,
     TOL,
     TOUCHED,
     VCLOCK,
@@ -115,6 +116,7 @@ def net_state(capacity, pull_paths, push_paths, groups, most):  # type: ignore[n
     li = np.zeros((N_LI, links), dtype=np.int64)
     lf = np.zeros((N_LF, links))
     lf[CAP] = capacity
+    lf[SHARE] = np.inf
     li[CNT0] = -1
     li[WHEN_AT] = -1
     li[EARLY_AT] = -1
@@ -160,7 +162,7 @@ def start(slot, now, pull_paths, push_paths, slots, slotf, c, slot_of,  # type: 
             if link >= 0:
                 advance(li, lf, link, now)
                 touch(li, ls, link)
-                join(li, mi, fint, link, f, k)
+                join(li, lf, mi, fint, link, f, k)
         ff[LEFT, f] = slotf[0, p]
         ff[TOL, f] = slotf[0, p] * 1e-9 + 1e-9
         ff[RATE, f] = 0.0
@@ -177,7 +179,7 @@ def start(slot, now, pull_paths, push_paths, slots, slotf, c, slot_of,  # type: 
     c[NSFREE] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def absorb(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """The flows just started: a queue-mode link they cross takes each one whose other
     links' shares are no less than its own, or leaves queue mode; then every queue
@@ -217,7 +219,7 @@ def absorb(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
                     demote(fint, ff, li, lf, hk, mi, ls, q, now)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def due(now, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """The flows done now, into the list DONE: residual flows and the flows of the
     queues whose first may be due, with less than their tolerance left, or less time
@@ -256,7 +258,7 @@ def due(now, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     ls[COUNTS, DONE] = n_done
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls):  # type: ignore[no-untyped-def]
     """The flows done leave their links (their queues have already let them go); their
     transfers into finished_slots, those transfers' order of creation in finished_ids."""
@@ -275,14 +277,14 @@ def remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls):  
             if link >= 0:
                 advance(li, lf, link, now)
                 touch(li, ls, link)
-                leave(li, mi, fint, link, f, k)
+                leave(li, lf, mi, fint, link, f, k)
         ls[FFREE, ls[COUNTS, FFREE]] = f
         ls[COUNTS, FFREE] += 1
         c[NFLOWS] -= 1
     return ls[COUNTS, DONE]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def released(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """After flows ended: an empty queue closes; one whose share rose above the least
     share its flows' other links may have (its bound, renewed where it no longer holds)
@@ -338,7 +340,7 @@ def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
             touch(li, ls, link)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def residual_fill(fint, ff, li, lf, mi, ls, rpaths, work):  # type: ignore[no-untyped-def]
     """Max-min rates of the residual flows over what the queues leave of their links;
     returns the seconds until the first of them is done (inf: none)."""
@@ -360,7 +362,7 @@ def residual_fill(fint, ff, li, lf, mi, ls, rpaths, work):  # type: ignore[no-un
                     for m in range(li[CNT, link]):
                         q = mi[MOWN, base + m]
                         if q >= 0:
-                            left -= lf[CAP, q] / li[CNT, q]
+                            left -= lf[SHARE, q]
                 lf[RCAP, link] = left
     first = fill(rpaths, n_res, lf[RCAP], ff[RLEFT], ff[RRATE], work)
     for i in range(n_res):
@@ -372,7 +374,7 @@ def residual_fill(fint, ff, li, lf, mi, ls, rpaths, work):  # type: ignore[no-un
     return first
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def rekey(now, li, lf, hk, ls):  # type: ignore[no-untyped-def]
     """New calendar keys for the queues changed this event, and the touched marks
     cleared; returns the earliest queue's first finish (inf: none)."""

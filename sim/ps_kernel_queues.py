@@ -45,9 +45,11 @@ CNT, MOFF, MCAP, HSIZE, QMODE, ELSE, CNT0, MARK, WHEN, EARLY, WHEN_AT, EARLY_AT 
 N_LI = 12
 # `lf`: a link's capacity, virtual clock, when the clock was last advanced, a lower bound
 # of the shares of the links its flows cross, its flows' largest tolerance, what the
-# queues leave of it (for the residual fill), its keys in the calendars WHEN and EARLY
-CAP, VCLOCK, VTIME, LOWER, MAXTOL, RCAP, WHEN_KEY, EARLY_KEY = range(8)
-N_LF = 8
+# queues leave of it (for the residual fill), its keys in the calendars WHEN and EARLY,
+# its fair share C / n (kept as its count changes: the walks over a link's flows read
+# one number per flow, not two and a division)
+CAP, VCLOCK, VTIME, LOWER, MAXTOL, RCAP, WHEN_KEY, EARLY_KEY, SHARE = range(9)
+N_LF = 9
 # `ls` rows: residual flows, free flow slots, links touched this event, candidate links,
 # flows started this event, flows done; their lengths in row COUNTS (same order, then
 # the sizes of the calendars WHEN and EARLY)
@@ -55,20 +57,20 @@ RES, FFREE, TOUCHED, CAND, NEW, DONE, COUNTS = range(7)
 WHEN_SIZE, EARLY_SIZE = 6, 7
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def share(li, lf, link):  # type: ignore[no-untyped-def]
-    return lf[CAP, link] / li[CNT, link]
+    return lf[SHARE, link]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def advance(li, lf, link, now):  # type: ignore[no-untyped-def]
     """A queue-mode link's clock brought to `now` (before its count changes)."""
     if li[QMODE, link] and li[CNT, link] > 0:
-        lf[VCLOCK, link] += lf[CAP, link] / li[CNT, link] * (now - lf[VTIME, link])
+        lf[VCLOCK, link] += lf[SHARE, link] * (now - lf[VTIME, link])
     lf[VTIME, link] = now
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def touch(li, ls, link):  # type: ignore[no-untyped-def]
     """Remembers the link's count before this event's first change to it."""
     if li[CNT0, link] < 0:
@@ -77,8 +79,8 @@ def touch(li, ls, link):  # type: ignore[no-untyped-def]
         ls[COUNTS, TOUCHED] += 1
 
 
-@njit(cache=True)
-def join(li, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
+@njit(cache=True, _nrt=False)
+def join(li, lf, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
     """Flow f (its p-th link) into the link's list."""
     n = li[CNT, link]
     if n >= li[MCAP, link]:
@@ -87,10 +89,11 @@ def join(li, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
     mi[MOWN, li[MOFF, link] + n] = -1  # a flow joins residual
     fint[f, PATH + (fint.shape[1] - PATH) // 2 + p] = n
     li[CNT, link] = n + 1
+    lf[SHARE, link] = lf[CAP, link] / (n + 1)
 
 
-@njit(cache=True)
-def leave(li, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
+@njit(cache=True, _nrt=False)
+def leave(li, lf, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
     """Flow f (its p-th link) out of the link's list: the last one takes its place."""
     width = (fint.shape[1] - PATH) // 2
     base = li[MOFF, link]
@@ -103,9 +106,10 @@ def leave(li, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
         if fint[g, PATH + q] == link:
             fint[g, PATH + width + q] = at
     li[CNT, link] = last
+    lf[SHARE, link] = lf[CAP, link] / last if last > 0 else np.inf
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def heap_push(li, hk, mi, link, key, f):  # type: ignore[no-untyped-def]
     base = li[MOFF, link]
     i = li[HSIZE, link]
@@ -121,7 +125,7 @@ def heap_push(li, hk, mi, link, key, f):  # type: ignore[no-untyped-def]
     mi[HFLOW, base + i] = f
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def heap_pop(li, hk, mi, link):  # type: ignore[no-untyped-def]
     """Removes the least finishing time of the link's heap; returns its flow."""
     base = li[MOFF, link]
@@ -148,7 +152,7 @@ def heap_pop(li, hk, mi, link):  # type: ignore[no-untyped-def]
     return top
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def res_add(fint, ls, f):  # type: ignore[no-untyped-def]
     fint[f, OWN] = -1
     fint[f, RPOS] = ls[COUNTS, RES]
@@ -156,7 +160,7 @@ def res_add(fint, ls, f):  # type: ignore[no-untyped-def]
     ls[COUNTS, RES] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def res_remove(fint, ls, f):  # type: ignore[no-untyped-def]
     at = fint[f, RPOS]
     last = ls[RES, ls[COUNTS, RES] - 1]
@@ -165,7 +169,7 @@ def res_remove(fint, ls, f):  # type: ignore[no-untyped-def]
     ls[COUNTS, RES] -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def set_owner(fint, li, mi, f, owner):  # type: ignore[no-untyped-def]
     """Flow f's owner (-1: residual) beside it in the list of every link it crosses."""
     width = (fint.shape[1] - PATH) // 2
@@ -175,7 +179,7 @@ def set_owner(fint, li, mi, f, owner):  # type: ignore[no-untyped-def]
             mi[MOWN, li[MOFF, x] + fint[f, PATH + width + p]] = owner
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def own(fint, ff, li, lf, hk, mi, f, link, left):  # type: ignore[no-untyped-def]
     """Flow f, `left` bytes to go, owned by the queue-mode link."""
     fint[f, OWN] = link
@@ -189,7 +193,7 @@ def own(fint, ff, li, lf, hk, mi, f, link, left):  # type: ignore[no-untyped-def
         lf[MAXTOL, link] = ff[TOL, f]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def disown(fint, li, f, link):  # type: ignore[no-untyped-def]
     for p in range((fint.shape[1] - PATH) // 2):
         x = fint[f, PATH + p]
@@ -197,23 +201,27 @@ def disown(fint, li, f, link):  # type: ignore[no-untyped-def]
             li[ELSE, x] -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def least_partner(li, lf, mi, fint, link):  # type: ignore[no-untyped-def]
-    """The least share of the other links the link's flows cross."""
+    """The least share of the other links the link's flows cross, or, as soon as one
+    is below the link's own share (so that it is no queue), that one's."""
     least = np.inf
+    mine = lf[SHARE, link]
     base = li[MOFF, link]
     for i in range(li[CNT, link]):
         f = mi[MEM, base + i]
         for p in range((fint.shape[1] - PATH) // 2):
             x = fint[f, PATH + p]
             if x >= 0 and x != link:
-                s = lf[CAP, x] / li[CNT, x]
+                s = lf[SHARE, x]
                 if s < least:
                     least = s
+                    if s < mine:
+                        return least
     return least
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _sift(li, lf, ls, which, i):  # type: ignore[no-untyped-def]
     """Restores calendar `which` (WHEN or EARLY) around place i, up or down."""
     at, key, size = which + 2, which - WHEN + WHEN_KEY, ls[COUNTS, which - WHEN + WHEN_SIZE]
@@ -243,7 +251,7 @@ def _sift(li, lf, ls, which, i):  # type: ignore[no-untyped-def]
     li[at, link] = i
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def calendar_set(li, lf, ls, which, link, key):  # type: ignore[no-untyped-def]
     """The link's key in calendar `which` (WHEN or EARLY), entered if absent."""
     lf[which - WHEN + WHEN_KEY, link] = key
@@ -256,7 +264,7 @@ def calendar_set(li, lf, ls, which, link, key):  # type: ignore[no-untyped-def]
     _sift(li, lf, ls, which, i)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def calendar_remove(li, lf, ls, which, link):  # type: ignore[no-untyped-def]
     """The link out of calendar `which`, if in it."""
     i = li[which + 2, link]
@@ -272,7 +280,7 @@ def calendar_remove(li, lf, ls, which, link):  # type: ignore[no-untyped-def]
         _sift(li, lf, ls, which, i)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-def]
     """The link leaves queue mode: its flows become residual, with the bytes they have
     left."""
@@ -293,7 +301,7 @@ def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-
     lf[MAXTOL, link] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def promote(fint, ff, li, lf, mi, hk, ls, link, lower, now):  # type: ignore[no-untyped-def]
     """The link, every flow of it residual, goes into queue mode."""
     li[QMODE, link] = 1
