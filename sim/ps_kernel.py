@@ -84,7 +84,7 @@ from .ps_kernel_calendar import (
 )
 from .ps_kernel_flows import arrived
 from .ps_kernel_memory import unmanaged_all
-from .ps_kernel_net import net_state, network_event
+from .ps_kernel_net import net_state, network_event, progress, start
 from .ps_kernel_rounds import coordinate, evaluation, waiters
 from .ps_kernel_transfers import transfer_arrived
 from .ps_kernel_workers import resume_worker
@@ -124,7 +124,7 @@ def new_state(n, shards, groups, total, parts, every, room, replay):  # type: ig
                 parts_of_shard[j] += 1
     return (c, np.array([0.0, 0.0, np.inf]), wi, wf, slots, np.zeros((2, most)),
             Dict.empty(key_type=nbtypes.float64, value_type=nbtypes.int64),
-            steps, parts_of_shard, np.empty((2, most), dtype=np.int64),
+            steps, parts_of_shard, np.empty((4, most), dtype=np.int64),
             np.zeros((n, groups), dtype=np.bool_), np.zeros((n, shards), dtype=np.int64),
             np.zeros((total, shards), dtype=np.int64), np.zeros((total, shards), dtype=np.bool_),
             np.zeros((n, groups)))
@@ -151,9 +151,15 @@ def begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_laten
     n, shards = pull_paths.shape[:2]
     state = new_state(n, shards, parts.shape[0], total, parts, ints[6], work[8].shape[0],
                       ints[7] != 0)
-    network = net_state(capacity, pull_paths, push_paths, parts.shape[0], state[4].shape[1])
-    return state, network, model(pull_latency, pull_inter, push_latency, push_inter,
-                                 forward_s, backward_s, factors, delays)
+    most = state[4].shape[1]
+    network = net_state(capacity, pull_paths, push_paths, parts.shape[0], most)
+    # the calendar's room: an entry per instant flows start at and per transfer arrived
+    # (each at most `most`), a few per worker (its timeout or what it waits for), and
+    # the counters of a step or two per shard
+    room = 2 * most + 4 * n + 4 * shards + 64
+    return (state, network, model(pull_latency, pull_inter, push_latency, push_inter,
+                                  forward_s, backward_s, factors, delays),
+            (np.zeros(room), np.zeros((5, room), dtype=np.int64)), np.zeros(2, dtype=np.int64))
 
 
 @njit(cache=True)
@@ -201,16 +207,14 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
      totals) = unmanaged_all((capacity, pull_paths, push_paths, parts, times, ints, rec_int,
                               rec, step_ends, totals))
     work = unmanaged_all(work)
-    heap = [(0.0, 0, 0, 0, 0, 0)]
-    heap.pop()
-    seq = np.zeros(1, dtype=np.int64)
+    heap, seq = unmanaged_all(keep[3]), keep[4]
     for w in range(n):
         schedule(heap, seq, 0.0, URGENT, INIT, w, 0)
     if ints[4] == 0:
         schedule(heap, seq, 0.0, URGENT, INIT_ROUNDS, 0, 0)
     resume = np.empty(n, dtype=np.int64)
     while True:
-        now, kind, a, b = next_entry(heap, c, fl)
+        now, kind, a, b = next_entry(heap, seq, c, fl)
         n_resume = 0
         if kind < 0 or kind == FINISHED or c[SHORT]:
             break
@@ -218,12 +222,14 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
             resume[0] = a
             n_resume = 1
         elif kind in (START, WAKE):
-            n_done = network_event(now, kind, a, heap, seq, c, fl, pull_paths, push_paths,
-                                   slots, slotf, slot_of, net, finished_slots,
+            progress(now, fl, net)
+            if kind == START:
+                del slot_of[slotf[1, a]]
+                start(a, now, pull_paths, push_paths, slots, slotf, c, net)
+            n_done = network_event(now, kind, seq, c, fl, slots, net, finished_slots,
                                    finished_ids, work)
             if n_done > 0:
-                arrived(now, n_done, finished_slots, finished_ids, slots, pull_triggered,
-                        heap, seq)
+                arrived(now, n_done, finished, slots, pull_triggered, heap, seq)
         elif kind == BATCH:
             resume[0] = transfer_arrived(a, now, ints, groups, wi, wf, c, slots, parts_left,
                                          counter_fired, members, pull_triggered,

@@ -1,21 +1,22 @@
 """The calendar of the compiled parameter-server engine (`sim/ps_kernel.py`): what its
 entries are, how one is scheduled, and where its state lives.
 
-An entry is (time, urgency, order scheduled, kind, two arguments), kept in a heap as
-SimPy keeps its queue. The state is a few packed arrays, each row one quantity: the
-counters `c` (int64) and `fl` (float64), the workers' ints `wi` and floats `wf`
-(rows x workers), the waiting flows, the instants they start at, the transfers and the
-free slots of each `slots` (int64, rows x slots) with the flows' bytes and the instants'
-times `slotf`, and each step's round state and the evaluation barrier's gates `steps`.
-The handlers take the arrays they use, never the whole state. numba counts a reference
-for every array a function is given or slices, inlined (`inline="always"`) or not, with
-an atomic operation on the array's memory record; `run` hands the handlers arrays without
-that record (`sim/ps_kernel_memory.py`), so each count is a test of a null pointer.
-"""
+An entry is (time, urgency, order scheduled, kind, two arguments), kept in a binary heap
+by its first three, as SimPy keeps its queue: `heap` is two arrays, the entries' times
+and their ints (rows `HU`..`HB`), with the heap's size in `seq[1]` (`seq[0]`: the next
+entry's order), so that scheduling allocates nothing.
+
+The state is a few packed arrays, each row one quantity: the counters `c` (int64) and
+`fl` (float64), the workers' ints `wi` and floats `wf` (rows x workers), the waiting
+flows, the instants they start at, the transfers and the free slots of each `slots`
+(int64, rows x slots) with the flows' bytes and the instants' times `slotf`, and each
+step's round state and the evaluation barrier's gates `steps`. The handlers take the
+arrays they use, never the whole state. numba counts a reference for every array a
+function is given or slices, inlined (`inline="always"`) or not, with an atomic
+operation on the array's memory record; `run` hands the handlers arrays without that
+record (`sim/ps_kernel_memory.py`), so each count is a test of a null pointer."""
 
 from __future__ import annotations
-
-import heapq
 
 import numpy as np
 from numba import njit
@@ -111,25 +112,84 @@ PFREE, SFREE, BFREE = 13, 14, 15
 SCOUNT, SUPDATED, WHEAD, WTAIL, GHEAD, GTAIL = range(6)
 
 
-@njit(cache=True)
+# the calendar's ints: an entry's urgency, order scheduled, kind and arguments
+HU, HSEQ, HKIND, HA, HB = range(5)
+
+
+@njit(cache=True, _nrt=False)
+def _before(t, u, s, ht, hi, i):  # type: ignore[no-untyped-def]
+    """Whether (t, u, s) comes before the calendar's entry i."""
+    if t != ht[i]:
+        return t < ht[i]
+    if u != hi[HU, i]:
+        return u < hi[HU, i]
+    return s < hi[HSEQ, i]
+
+
+@njit(cache=True, _nrt=False)
+def _put(ht, hi, i, t, u, s, kind, a, b):  # type: ignore[no-untyped-def]
+    ht[i] = t
+    hi[HU, i] = u
+    hi[HSEQ, i] = s
+    hi[HKIND, i] = kind
+    hi[HA, i] = a
+    hi[HB, i] = b
+
+
+@njit(cache=True, _nrt=False)
+def _move(ht, hi, to, i):  # type: ignore[no-untyped-def]
+    _put(ht, hi, to, ht[i], hi[HU, i], hi[HSEQ, i], hi[HKIND, i], hi[HA, i], hi[HB, i])
+
+
+@njit(cache=True, _nrt=False)
 def schedule(heap, seq, t, urgency, kind, a, b):  # type: ignore[no-untyped-def]
-    heapq.heappush(heap, (t, urgency, seq[0], kind, a, b))
+    ht, hi = heap
+    i = seq[1]
+    if i == ht.shape[0]:
+        raise RuntimeError("more calendar entries than the compiled engine made room for")
+    seq[1] = i + 1
+    order = seq[0]
     seq[0] += 1
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _before(t, urgency, order, ht, hi, parent):
+            break
+        _move(ht, hi, i, parent)
+        i = parent
+    _put(ht, hi, i, t, urgency, order, kind, a, b)
 
 
-@njit(cache=True)
-def next_entry(heap, c, fl):  # type: ignore[no-untyped-def]
+@njit(cache=True, _nrt=False)
+def next_entry(heap, seq, c, fl):  # type: ignore[no-untyped-def]
     """(time, kind, a, b) of the calendar's next entry, taken out of it: the heap's first
     or the pending wake-up, whichever SimPy's order puts first; kind -1: none left."""
-    if fl[WAKE_AT] < np.inf and (
-        len(heap) == 0 or (fl[WAKE_AT], NORMAL, c[WAKESEQ]) < (heap[0][0], heap[0][1], heap[0][2])
-    ):
+    ht, hi = heap
+    n = seq[1]
+    if fl[WAKE_AT] < np.inf and (n == 0 or _before(fl[WAKE_AT], NORMAL, c[WAKESEQ], ht, hi, 0)):
         now = fl[WAKE_AT]
         fl[WAKE_AT] = np.inf
         return now, WAKE, 0, 0
-    if len(heap) == 0:
+    if n == 0:
         return 0.0, -1, 0, 0
-    now, _, _, kind, a, b = heapq.heappop(heap)
+    now, kind, a, b = ht[0], hi[HKIND, 0], hi[HA, 0], hi[HB, 0]
+    n -= 1
+    seq[1] = n
+    if n > 0:
+        # the last entry sifted down from the top
+        t, u, s = ht[n], hi[HU, n], hi[HSEQ, n]
+        i = 0
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            if child + 1 < n and _before(ht[child + 1], hi[HU, child + 1],
+                                         hi[HSEQ, child + 1], ht, hi, child):
+                child += 1
+            if _before(t, u, s, ht, hi, child):
+                break
+            _move(ht, hi, i, child)
+            i = child
+        _move(ht, hi, i, n)
     return now, kind, a, b
 
 

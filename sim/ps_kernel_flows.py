@@ -6,7 +6,6 @@ their transfers.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from .ps_kernel_calendar import (
@@ -64,13 +63,40 @@ def add_flow(w, j, direction, size, slot, at, now, slots, slotf, c,  # type: ign
         slots[STAIL, s] = p
 
 
-@njit(cache=True)
-def arrived(now, n_done, finished_slots, finished_ids, slots, pull_triggered, heap, seq):  # type: ignore[no-untyped-def]
-    """The flows done counted against their transfers, in the order the transfers were
+@njit(cache=True, _nrt=False)
+def _by_id(finished, n):  # type: ignore[no-untyped-def]
+    """Row 2 of `finished`: the places 0..n-1 by id (row 1), stable (row 3: scratch)."""
+    ids = finished[1]
+    src, dst = 2, 3
+    for i in range(n):
+        finished[src, i] = i
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j = lo, mid
+            for k in range(lo, hi):
+                if i < mid and (j >= hi or ids[finished[src, i]] <= ids[finished[src, j]]):
+                    finished[dst, k] = finished[src, i]
+                    i += 1
+                else:
+                    finished[dst, k] = finished[src, j]
+                    j += 1
+        src, dst = dst, src
+        width *= 2
+    if src != 2:
+        for k in range(n):
+            finished[2, k] = finished[src, k]
+
+
+@njit(cache=True, _nrt=False)
+def arrived(now, n_done, finished, slots, pull_triggered, heap, seq):  # type: ignore[no-untyped-def]
+    """The flows done (their transfers in row 0 of `finished`, the transfers' order of
+    creation in row 1) counted against their transfers, in the order the transfers were
     made; a transfer whose flows have all arrived fires (np.unique's order)."""
-    order = np.argsort(finished_ids[:n_done], kind="mergesort")
+    _by_id(finished, n_done)
     for i in range(n_done):
-        slot = finished_slots[order[i]]
+        slot = finished[0, finished[2, i]]
         slots[XLEFT, slot] -= 1
         if slots[XLEFT, slot] == 0:
             if slots[XDIR, slot] == PULL:

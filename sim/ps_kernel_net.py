@@ -142,12 +142,12 @@ def net_state(capacity, pull_paths, push_paths, groups, most):  # type: ignore[n
     return fint, np.zeros((6, most)), li, lf, mi, np.zeros(max(at, 1)), ls, rpaths
 
 
-@njit(cache=True)
-def start(slot, now, pull_paths, push_paths, slots, slotf, c, slot_of,  # type: ignore[no-untyped-def]
-          fint, ff, li, lf, mi, ls):
-    """The flows waiting for the instant `slot` join their links, residual for now."""
+@njit(cache=True, _nrt=False)
+def start(slot, now, pull_paths, push_paths, slots, slotf, c, net):  # type: ignore[no-untyped-def]
+    """The flows waiting for the instant `slot` (out of `slot_of` already) join their
+    links, residual for now."""
+    fint, ff, li, lf, mi, ls = net[0], net[1], net[2], net[3], net[4], net[6]
     width = pull_paths.shape[2]
-    del slot_of[slotf[1, slot]]
     p = slots[SHEAD, slot]
     while p >= 0:
         j, w = slots[PJ, p], slots[PW, p]
@@ -301,7 +301,31 @@ def released(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
                 demote(fint, ff, li, lf, hk, mi, ls, x, now)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
+def _merge_sort(ls, lf, n):  # type: ignore[no-untyped-def]
+    """ls[CAND, :n] by RCAP, stable (bottom-up merges through the row NEW, free by now:
+    `absorb` has emptied it)."""
+    src, dst = CAND, NEW
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j = lo, mid
+            for k in range(lo, hi):
+                if i < mid and (j >= hi or lf[RCAP, ls[src, i]] <= lf[RCAP, ls[src, j]]):
+                    ls[dst, k] = ls[src, i]
+                    i += 1
+                else:
+                    ls[dst, k] = ls[src, j]
+                    j += 1
+        src, dst = dst, src
+        width *= 2
+    if src != CAND:
+        for k in range(n):
+            ls[CAND, k] = ls[src, k]
+
+
+@njit(cache=True, _nrt=False)
 def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """The links the residual flows cross that now qualify become queues, the least
     share first."""
@@ -315,11 +339,21 @@ def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
                 li[MARK, link] = 1
                 ls[CAND, n_cand] = link
                 n_cand += 1
-    # the candidates by share, ties in the order found: a stable sort in place (by
-    # insertion where they are few); RCAP holds the shares until the residual fill
-    for i in range(n_cand):
+    # a link some queue owns flows on cannot become one, nor can it once a link is
+    # promoted below (that only adds owners): the others by share, ties in the order
+    # found, a stable sort in place (by insertion where they are few); RCAP holds the
+    # shares until the residual fill
+    n_found = n_cand
+    n_cand = 0
+    for i in range(n_found):
         link = ls[CAND, i]
         li[MARK, link] = 0
+        if li[QMODE, link] or li[ELSE, link] > 0:
+            continue
+        ls[CAND, n_cand] = link
+        n_cand += 1
+    for i in range(n_cand):
+        link = ls[CAND, i]
         lf[RCAP, link] = share(li, lf, link)
         j = i
         while n_cand <= 64 and j > 0 and lf[RCAP, ls[CAND, j - 1]] > lf[RCAP, link]:
@@ -327,9 +361,7 @@ def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
             j -= 1
         ls[CAND, j] = link
     if n_cand > 64:
-        found = ls[CAND, :n_cand].copy()
-        order = np.argsort(lf[RCAP][found], kind="mergesort")
-        ls[CAND, :n_cand] = found[order]
+        _merge_sort(ls, lf, n_cand)
     for i in range(n_cand):
         link = ls[CAND, i]
         if li[QMODE, link] or li[ELSE, link] > 0:
@@ -396,28 +428,18 @@ def rekey(now, li, lf, hk, ls):  # type: ignore[no-untyped-def]
     return lf[WHEN_KEY, li[WHEN, 0]]
 
 
-@njit(cache=True)
-def network_event(now, kind, a, heap, seq, c, fl, pull_paths, push_paths, slots, slotf,  # type: ignore[no-untyped-def]
-                  slot_of, net, finished_slots, finished_ids, work):
-    """A start of flows (`START`, a: the instant's slot) or a check for completions
-    (`WAKE`); returns how many
-    flows are done, their transfers in finished_slots and those transfers' order of
-    creation in finished_ids."""
+@njit(cache=True, _nrt=False)
+def network_event(now, kind, seq, c, fl, slots, net, finished_slots, finished_ids, work):  # type: ignore[no-untyped-def]
+    """After a start of flows (`START`: `start` has put them on their links) or at a
+    check for completions (`WAKE`); returns how many flows are done, their transfers in
+    finished_slots and those transfers' order of creation in finished_ids."""
     fint, ff, li, lf, mi, hk, ls, rpaths = net
-    dt = now - fl[LAST]
-    if dt > 0:
-        for i in range(ls[COUNTS, RES]):
-            f = ls[RES, i]
-            ff[LEFT, f] -= ff[RATE, f] * dt
-    fl[LAST] = now
     n_done = 0
     if kind == WAKE:
         due(now, ff, li, lf, mi, hk, ls)
         n_done = remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls)
         released(now, fint, ff, li, lf, mi, hk, ls)
     else:
-        start(a, now, pull_paths, push_paths, slots, slotf, c, slot_of, fint, ff, li, lf,
-              mi, ls)
         absorb(now, fint, ff, li, lf, mi, hk, ls)
     first = rekey(now, li, lf, hk, ls)
     if ls[COUNTS, RES] > 0:
@@ -432,3 +454,15 @@ def network_event(now, kind, a, heap, seq, c, fl, pull_paths, push_paths, slots,
         c[WAKESEQ] = seq[0]
         seq[0] += 1
     return n_done
+
+
+@njit(cache=True, _nrt=False)
+def progress(now, fl, net):  # type: ignore[no-untyped-def]
+    """The residual flows' bytes left brought to `now`, before the network's event."""
+    ff, ls = net[1], net[6]
+    dt = now - fl[LAST]
+    if dt > 0:
+        for i in range(ls[COUNTS, RES]):
+            f = ls[RES, i]
+            ff[LEFT, f] -= ff[RATE, f] * dt
+    fl[LAST] = now
