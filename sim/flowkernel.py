@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .ps_kernel_memory import bare
+
 
 @njit(cache=True)
 def scratch(n_links: int, max_flows: int, width: int) -> tuple:  # type: ignore[type-arg]
@@ -39,7 +41,7 @@ def scratch(n_links: int, max_flows: int, width: int) -> tuple:  # type: ignore[
     )
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def _list_flows(
     paths: np.ndarray,
     n_flows: int,
@@ -79,7 +81,7 @@ def _list_flows(
     return n_active
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def fill(
     paths: np.ndarray,
     n_flows: int,

@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .ps_kernel_memory import bare
+
 # what an entry of the calendar is (SimPy: an event being processed)
 INIT = 0  # a worker's process starts (SimPy's Initialize, urgent)
 INIT_ROUNDS = 1  # the rounds' process starts
@@ -116,7 +118,7 @@ SCOUNT, SUPDATED, WHEAD, WTAIL, GHEAD, GTAIL = range(6)
 HU, HSEQ, HKIND, HA, HB = range(5)
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def _before(t, u, s, ht, hi, i):  # type: ignore[no-untyped-def]
     """Whether (t, u, s) comes before the calendar's entry i."""
     if t != ht[i]:
@@ -126,7 +128,7 @@ def _before(t, u, s, ht, hi, i):  # type: ignore[no-untyped-def]
     return s < hi[HSEQ, i]
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def _put(ht, hi, i, t, u, s, kind, a, b):  # type: ignore[no-untyped-def]
     ht[i] = t
     hi[HU, i] = u
@@ -136,12 +138,12 @@ def _put(ht, hi, i, t, u, s, kind, a, b):  # type: ignore[no-untyped-def]
     hi[HB, i] = b
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def _move(ht, hi, to, i):  # type: ignore[no-untyped-def]
     _put(ht, hi, to, ht[i], hi[HU, i], hi[HSEQ, i], hi[HKIND, i], hi[HA, i], hi[HB, i])
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def schedule(heap, seq, t, urgency, kind, a, b):  # type: ignore[no-untyped-def]
     ht, hi = heap
     i = seq[1]
@@ -159,7 +161,7 @@ def schedule(heap, seq, t, urgency, kind, a, b):  # type: ignore[no-untyped-def]
     _put(ht, hi, i, t, urgency, order, kind, a, b)
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def next_entry(heap, seq, c, fl):  # type: ignore[no-untyped-def]
     """(time, kind, a, b) of the calendar's next entry, taken out of it: the heap's first
     or the pending wake-up, whichever SimPy's order puts first; kind -1: none left."""

@@ -30,6 +30,7 @@ from .ps_kernel_calendar import (
     XW,
     schedule,
 )
+from .ps_kernel_memory import bare
 
 
 @njit(cache=True, inline="always")
@@ -63,7 +64,7 @@ def add_flow(w, j, direction, size, slot, at, now, slots, slotf, c,  # type: ign
         slots[STAIL, s] = p
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def _by_id(finished, n):  # type: ignore[no-untyped-def]
     """Row 2 of `finished`: the places 0..n-1 by id (row 1), stable (row 3: scratch)."""
     ids = finished[1]
@@ -89,7 +90,7 @@ def _by_id(finished, n):  # type: ignore[no-untyped-def]
             finished[2, k] = finished[src, k]
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def arrived(now, n_done, finished, slots, pull_triggered, heap, seq):  # type: ignore[no-untyped-def]
     """The flows done (their transfers in row 0 of `finished`, the transfers' order of
     creation in row 1) counted against their transfers, in the order the transfers were

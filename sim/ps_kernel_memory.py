@@ -11,14 +11,26 @@ array it wraps.
 Even so, each count is a call into the runtime that tests a null pointer. The network's
 functions, which allocate nothing (`sim/ps_kernel_queues.py`, most of
 `sim/ps_kernel_net.py`, `sim.flowkernel.fill`), are compiled without the runtime
-(`_nrt=False`): they count nothing at all.
+(`bare`): they count nothing at all.
 """
 
 from __future__ import annotations
 
-from numba import types
+from typing import Any, TypeVar
+
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+F = TypeVar("F")
+#: numba's option for a function compiled without its runtime (numba's stubs omit it)
+_NO_RUNTIME: dict[str, Any] = {"_nrt": False}
+
+
+def bare(function: F) -> F:
+    """`function` compiled (cached on disk) without numba's runtime: it counts no
+    references, and may neither allocate nor return a view."""
+    return njit(cache=True, **_NO_RUNTIME)(function)  # type: ignore[no-any-return]
 
 
 def _loose(context, builder, arr, value):  # type: ignore[no-untyped-def]

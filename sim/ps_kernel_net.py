@@ -45,6 +45,7 @@ from .ps_kernel_calendar import (
     WAKESEQ,
     XID,
 )
+from .ps_kernel_memory import bare
 from .ps_kernel_queues import (
     ASIDE,
     CAND,
@@ -142,7 +143,7 @@ def net_state(capacity, pull_paths, push_paths, groups, most):  # type: ignore[n
     return fint, np.zeros((6, most)), li, lf, mi, np.zeros(max(at, 1)), ls, rpaths
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def start(slot, now, pull_paths, push_paths, slots, slotf, c, net):  # type: ignore[no-untyped-def]
     """The flows waiting for the instant `slot` (out of `slot_of` already) join their
     links, residual for now."""
@@ -179,7 +180,7 @@ def start(slot, now, pull_paths, push_paths, slots, slotf, c, net):  # type: ign
     c[NSFREE] += 1
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def absorb(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """The flows just started: a queue-mode link they cross takes each one whose other
     links' shares are no less than its own, or leaves queue mode; then every queue
@@ -219,7 +220,7 @@ def absorb(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
                     demote(fint, ff, li, lf, hk, mi, ls, q, now)
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def due(now, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """The flows done now, into the list DONE: residual flows and the flows of the
     queues whose first may be due, with less than their tolerance left, or less time
@@ -258,7 +259,7 @@ def due(now, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     ls[COUNTS, DONE] = n_done
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls):  # type: ignore[no-untyped-def]
     """The flows done leave their links (their queues have already let them go); their
     transfers into finished_slots, those transfers' order of creation in finished_ids."""
@@ -284,7 +285,7 @@ def remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls):  
     return ls[COUNTS, DONE]
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def released(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """After flows ended: an empty queue closes; one whose share rose above the least
     share its flows' other links may have (its bound, renewed where it no longer holds)
@@ -301,7 +302,7 @@ def released(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
                 demote(fint, ff, li, lf, hk, mi, ls, x, now)
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def _merge_sort(ls, lf, n):  # type: ignore[no-untyped-def]
     """ls[CAND, :n] by RCAP, stable (bottom-up merges through the row NEW, free by now:
     `absorb` has emptied it)."""
@@ -325,7 +326,7 @@ def _merge_sort(ls, lf, n):  # type: ignore[no-untyped-def]
             ls[CAND, k] = ls[src, k]
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """The links the residual flows cross that now qualify become queues, the least
     share first."""
@@ -372,7 +373,7 @@ def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
             touch(li, ls, link)
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def residual_fill(fint, ff, li, lf, mi, ls, rpaths, work):  # type: ignore[no-untyped-def]
     """Max-min rates of the residual flows over what the queues leave of their links;
     returns the seconds until the first of them is done (inf: none)."""
@@ -406,7 +407,7 @@ def residual_fill(fint, ff, li, lf, mi, ls, rpaths, work):  # type: ignore[no-un
     return first
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def rekey(now, li, lf, hk, ls):  # type: ignore[no-untyped-def]
     """New calendar keys for the queues changed this event, and the touched marks
     cleared; returns the earliest queue's first finish (inf: none)."""
@@ -428,7 +429,7 @@ def rekey(now, li, lf, hk, ls):  # type: ignore[no-untyped-def]
     return lf[WHEN_KEY, li[WHEN, 0]]
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def network_event(now, kind, seq, c, fl, slots, net, finished_slots, finished_ids, work):  # type: ignore[no-untyped-def]
     """After a start of flows (`START`: `start` has put them on their links) or at a
     check for completions (`WAKE`); returns how many flows are done, their transfers in
@@ -456,7 +457,7 @@ def network_event(now, kind, seq, c, fl, slots, net, finished_slots, finished_id
     return n_done
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def progress(now, fl, net):  # type: ignore[no-untyped-def]
     """The residual flows' bytes left brought to `now`, before the network's event."""
     ff, ls = net[1], net[6]

@@ -24,7 +24,8 @@ flows `mi` and the heaps' finishing virtual times `hk`, at `li[MOFF]`, as long a
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .ps_kernel_memory import bare
 
 # `fint` columns: a flow's owner (a queue-mode link, -1: residual), transfer, place in
 # the residual list, its links (PATH ..), its place in each one's list (PATH + width ..)
@@ -57,12 +58,12 @@ RES, FFREE, TOUCHED, CAND, NEW, DONE, COUNTS = range(7)
 WHEN_SIZE, EARLY_SIZE = 6, 7
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def share(li, lf, link):  # type: ignore[no-untyped-def]
     return lf[SHARE, link]
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def advance(li, lf, link, now):  # type: ignore[no-untyped-def]
     """A queue-mode link's clock brought to `now` (before its count changes)."""
     if li[QMODE, link] and li[CNT, link] > 0:
@@ -70,7 +71,7 @@ def advance(li, lf, link, now):  # type: ignore[no-untyped-def]
     lf[VTIME, link] = now
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def touch(li, ls, link):  # type: ignore[no-untyped-def]
     """Remembers the link's count before this event's first change to it."""
     if li[CNT0, link] < 0:
@@ -79,7 +80,7 @@ def touch(li, ls, link):  # type: ignore[no-untyped-def]
         ls[COUNTS, TOUCHED] += 1
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def join(li, lf, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
     """Flow f (its p-th link) into the link's list."""
     n = li[CNT, link]
@@ -92,7 +93,7 @@ def join(li, lf, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
     lf[SHARE, link] = lf[CAP, link] / (n + 1)
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def leave(li, lf, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
     """Flow f (its p-th link) out of the link's list: the last one takes its place."""
     width = (fint.shape[1] - PATH) // 2
@@ -109,7 +110,7 @@ def leave(li, lf, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
     lf[SHARE, link] = lf[CAP, link] / last if last > 0 else np.inf
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def heap_push(li, hk, mi, link, key, f):  # type: ignore[no-untyped-def]
     base = li[MOFF, link]
     i = li[HSIZE, link]
@@ -125,7 +126,7 @@ def heap_push(li, hk, mi, link, key, f):  # type: ignore[no-untyped-def]
     mi[HFLOW, base + i] = f
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def heap_pop(li, hk, mi, link):  # type: ignore[no-untyped-def]
     """Removes the least finishing time of the link's heap; returns its flow."""
     base = li[MOFF, link]
@@ -152,7 +153,7 @@ def heap_pop(li, hk, mi, link):  # type: ignore[no-untyped-def]
     return top
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def res_add(fint, ls, f):  # type: ignore[no-untyped-def]
     fint[f, OWN] = -1
     fint[f, RPOS] = ls[COUNTS, RES]
@@ -160,7 +161,7 @@ def res_add(fint, ls, f):  # type: ignore[no-untyped-def]
     ls[COUNTS, RES] += 1
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def res_remove(fint, ls, f):  # type: ignore[no-untyped-def]
     at = fint[f, RPOS]
     last = ls[RES, ls[COUNTS, RES] - 1]
@@ -169,7 +170,7 @@ def res_remove(fint, ls, f):  # type: ignore[no-untyped-def]
     ls[COUNTS, RES] -= 1
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def set_owner(fint, li, mi, f, owner):  # type: ignore[no-untyped-def]
     """Flow f's owner (-1: residual) beside it in the list of every link it crosses."""
     width = (fint.shape[1] - PATH) // 2
@@ -179,7 +180,7 @@ def set_owner(fint, li, mi, f, owner):  # type: ignore[no-untyped-def]
             mi[MOWN, li[MOFF, x] + fint[f, PATH + width + p]] = owner
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def own(fint, ff, li, lf, hk, mi, f, link, left):  # type: ignore[no-untyped-def]
     """Flow f, `left` bytes to go, owned by the queue-mode link."""
     fint[f, OWN] = link
@@ -193,7 +194,7 @@ def own(fint, ff, li, lf, hk, mi, f, link, left):  # type: ignore[no-untyped-def
         lf[MAXTOL, link] = ff[TOL, f]
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def disown(fint, li, f, link):  # type: ignore[no-untyped-def]
     for p in range((fint.shape[1] - PATH) // 2):
         x = fint[f, PATH + p]
@@ -201,7 +202,7 @@ def disown(fint, li, f, link):  # type: ignore[no-untyped-def]
             li[ELSE, x] -= 1
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def least_partner(li, lf, mi, fint, link):  # type: ignore[no-untyped-def]
     """The least share of the other links the link's flows cross, or, as soon as one
     is below the link's own share (so that it is no queue), that one's."""
@@ -221,7 +222,7 @@ def least_partner(li, lf, mi, fint, link):  # type: ignore[no-untyped-def]
     return least
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def _sift(li, lf, ls, which, i):  # type: ignore[no-untyped-def]
     """Restores calendar `which` (WHEN or EARLY) around place i, up or down."""
     at, key, size = which + 2, which - WHEN + WHEN_KEY, ls[COUNTS, which - WHEN + WHEN_SIZE]
@@ -251,7 +252,7 @@ def _sift(li, lf, ls, which, i):  # type: ignore[no-untyped-def]
     li[at, link] = i
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def calendar_set(li, lf, ls, which, link, key):  # type: ignore[no-untyped-def]
     """The link's key in calendar `which` (WHEN or EARLY), entered if absent."""
     lf[which - WHEN + WHEN_KEY, link] = key
@@ -264,7 +265,7 @@ def calendar_set(li, lf, ls, which, link, key):  # type: ignore[no-untyped-def]
     _sift(li, lf, ls, which, i)
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def calendar_remove(li, lf, ls, which, link):  # type: ignore[no-untyped-def]
     """The link out of calendar `which`, if in it."""
     i = li[which + 2, link]
@@ -280,7 +281,7 @@ def calendar_remove(li, lf, ls, which, link):  # type: ignore[no-untyped-def]
         _sift(li, lf, ls, which, i)
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-def]
     """The link leaves queue mode: its flows become residual, with the bytes they have
     left."""
@@ -301,7 +302,7 @@ def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-
     lf[MAXTOL, link] = 0.0
 
 
-@njit(cache=True, _nrt=False)
+@bare
 def promote(fint, ff, li, lf, mi, hk, ls, link, lower, now):  # type: ignore[no-untyped-def]
     """The link, every flow of it residual, goes into queue mode."""
     li[QMODE, link] = 1
