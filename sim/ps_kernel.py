@@ -159,7 +159,7 @@ def begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_laten
     room = 2 * most + 4 * n + 4 * shards + 64
     return (state, network, model(pull_latency, pull_inter, push_latency, push_inter,
                                   forward_s, backward_s, factors, delays),
-            (np.zeros(room), np.zeros((5, room), dtype=np.int64)), np.zeros(2, dtype=np.int64))
+            (np.zeros(room), np.zeros((room, 5), dtype=np.int64)), np.zeros(2, dtype=np.int64))
 
 
 @njit(cache=True)

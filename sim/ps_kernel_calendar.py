@@ -3,7 +3,7 @@ entries are, how one is scheduled, and where its state lives.
 
 An entry is (time, urgency, order scheduled, kind, two arguments), kept in a binary heap
 by its first three, as SimPy keeps its queue: `heap` is two arrays, the entries' times
-and their ints (rows `HU`..`HB`), with the heap's size in `seq[1]` (`seq[0]`: the next
+and their ints (columns `HU`..`HB`), with the heap's size in `seq[1]` (`seq[0]`: the next
 entry's order), so that scheduling allocates nothing.
 
 The state is a few packed arrays, each row one quantity: the counters `c` (int64) and
@@ -123,24 +123,24 @@ def _before(t, u, s, ht, hi, i):  # type: ignore[no-untyped-def]
     """Whether (t, u, s) comes before the calendar's entry i."""
     if t != ht[i]:
         return t < ht[i]
-    if u != hi[HU, i]:
-        return u < hi[HU, i]
-    return s < hi[HSEQ, i]
+    if u != hi[i, HU]:
+        return u < hi[i, HU]
+    return s < hi[i, HSEQ]
 
 
 @bare
 def _put(ht, hi, i, t, u, s, kind, a, b):  # type: ignore[no-untyped-def]
     ht[i] = t
-    hi[HU, i] = u
-    hi[HSEQ, i] = s
-    hi[HKIND, i] = kind
-    hi[HA, i] = a
-    hi[HB, i] = b
+    hi[i, HU] = u
+    hi[i, HSEQ] = s
+    hi[i, HKIND] = kind
+    hi[i, HA] = a
+    hi[i, HB] = b
 
 
 @bare
 def _move(ht, hi, to, i):  # type: ignore[no-untyped-def]
-    _put(ht, hi, to, ht[i], hi[HU, i], hi[HSEQ, i], hi[HKIND, i], hi[HA, i], hi[HB, i])
+    _put(ht, hi, to, ht[i], hi[i, HU], hi[i, HSEQ], hi[i, HKIND], hi[i, HA], hi[i, HB])
 
 
 @bare
@@ -173,19 +173,19 @@ def next_entry(heap, seq, c, fl):  # type: ignore[no-untyped-def]
         return now, WAKE, 0, 0
     if n == 0:
         return 0.0, -1, 0, 0
-    now, kind, a, b = ht[0], hi[HKIND, 0], hi[HA, 0], hi[HB, 0]
+    now, kind, a, b = ht[0], hi[0, HKIND], hi[0, HA], hi[0, HB]
     n -= 1
     seq[1] = n
     if n > 0:
         # the last entry sifted down from the top
-        t, u, s = ht[n], hi[HU, n], hi[HSEQ, n]
+        t, u, s = ht[n], hi[n, HU], hi[n, HSEQ]
         i = 0
         while True:
             child = 2 * i + 1
             if child >= n:
                 break
-            if child + 1 < n and _before(ht[child + 1], hi[HU, child + 1],
-                                         hi[HSEQ, child + 1], ht, hi, child):
+            if child + 1 < n and _before(ht[child + 1], hi[child + 1, HU],
+                                         hi[child + 1, HSEQ], ht, hi, child):
                 child += 1
             if _before(t, u, s, ht, hi, child):
                 break
