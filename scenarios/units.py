@@ -9,21 +9,37 @@ one way, and pint's own warning about it never reaches the terminal.
 pint treats bits and bytes as dimensionless; this registry gives them their own dimension
 (`[information]`) so that `64 MiB` can never be read as a plain count, and adds `FLOP`
 and `USD` (a dimension of its own, `[currency]`: a price is never a plain number).
+
+Building the registry takes a fifth of a second, more than a small simulation, so the
+values read are kept between runs: `units-<key>.json` in the user's cache directory
+(`$TRAINSCALE_CACHE_DIR`, else `$XDG_CACHE_HOME/trainscale`, else `~/.cache/trainscale`;
+`TRAINSCALE_CACHE_DIR=off`: none), its key a hash of this module, pint's version and its
+definitions, so that a change to any of them starts a new file. A run that finds every
+value it reads there never imports pint. Only values read are kept, never a refusal; the
+file is written whole (a temporary file renamed) and one that cannot be read is ignored.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
 import logging
 import math
 import os
 import re
+import tempfile
 import tokenize
 from collections.abc import Iterator
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
-import pint
+if TYPE_CHECKING:
+    import pint
 
 Kind = Literal["time", "bytes", "bandwidth", "flops", "flop_rate", "count", "power", "money"]
 
@@ -42,10 +58,18 @@ _KINDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def _pint_dir() -> str:
+    spec = importlib.util.find_spec("pint")
+    assert spec is not None and spec.origin is not None
+    return os.path.dirname(spec.origin)
+
+
 @functools.cache
 def registry() -> pint.UnitRegistry:
     """pint's default definitions with bit as a dimension of its own, plus FLOP."""
-    here = os.path.dirname(pint.__file__)
+    import pint
+
+    here = _pint_dir()
     lines: list[str] = []
     with open(os.path.join(here, "default_en.txt"), encoding="utf-8") as f:
         for line in f.read().splitlines():
@@ -96,6 +120,11 @@ def _parse_text(value: str, kind: Kind) -> float:
         # pint evaluates what it reads: a power tower (9**9**9) would take hours and a
         # long expression overflows the stack
         raise ValueError(f"not a number with a unit; write it like '{example}'")
+    known = _kept().get(f"{kind}\t{value}")
+    if known is not None:
+        return known
+    import pint
+
     ureg = registry()
     text = _PER_SECOND.sub(_per_second, value.strip())
     try:
@@ -117,13 +146,97 @@ def _parse_text(value: str, kind: Kind) -> float:
     if kind == "count":
         if not q.dimensionless:
             raise ValueError(f"expected a plain count such as '{example}', not {q.units:~}")
-        return _si(q, "dimensionless", example)
+        return _keep(kind, value, _si(q, "dimensionless", example))
     if q.dimensionality != ureg.get_dimensionality(dim):
         if kind == "money":
             raise ValueError(f"a price needs its currency in USD, e.g. '{example}'")
         hint = " ('Gb' is the gilbert: write 'Gbit')" if "gilbert" in str(q.units) else ""
         raise ValueError(f"expected a {kind.replace('_', ' ')} such as '{example}'{hint}")
-    return _si(q, si_unit, example)
+    return _keep(kind, value, _si(q, si_unit, example))
+
+
+#: the most values the file keeps (a run that reads more keeps the first ones)
+KEPT_MOST = 20_000
+
+
+def _kept_path() -> Path | None:
+    """The file of values kept between runs (None: keep none)."""
+    root = os.environ.get("TRAINSCALE_CACHE_DIR")
+    if root == "off":
+        return None
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "trainscale")
+    digest = hashlib.sha256()
+    try:
+        digest.update(Path(__file__).read_bytes())
+        digest.update(importlib.metadata.version("pint").encode())
+        for name in ("default_en.txt", "constants_en.txt"):
+            digest.update(Path(_pint_dir(), name).read_bytes())
+    except (OSError, ValueError, ImportError, AssertionError):
+        return None
+    return Path(root) / f"units-{digest.hexdigest()[:16]}.json"
+
+
+@functools.cache
+def _kept() -> dict[str, float]:
+    """The values kept by earlier runs (empty where there is no file or it is unreadable);
+    the ones this run adds are written back at its exit."""
+    path = _kept_path()
+    values: dict[str, float] = {}
+    if path is not None:
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(found, dict):
+                values = {
+                    k: float(v)
+                    for k, v in found.items()
+                    if isinstance(k, str) and isinstance(v, int | float)
+                }
+        except (OSError, ValueError):
+            values = {}
+    return values
+
+
+_added: dict[str, float] = {}
+
+
+def _keep(kind: Kind, value: str, si: float) -> float:
+    kept = _kept()
+    if len(kept) < KEPT_MOST:
+        key = f"{kind}\t{value}"
+        kept[key] = si
+        if not _added:
+            atexit.register(_write_kept)
+        _added[key] = si
+    return si
+
+
+def _write_kept() -> None:
+    """The values kept, with this run's, written whole (a temporary file renamed); a
+    directory that cannot be written keeps nothing."""
+    path = _kept_path()
+    if path is None or not _added:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))  # another run's since
+            merged = found if isinstance(found, dict) else {}
+        except (OSError, ValueError):
+            merged = {}
+        merged.update(_kept())
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(dict(list(merged.items())[:KEPT_MOST]), f)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass
+    _added.clear()
 
 
 def _si(q: pint.Quantity, unit: str, example: str) -> float:

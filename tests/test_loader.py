@@ -130,6 +130,7 @@ def test_an_ambiguous_unit_is_refused_without_pint_warning(
     from scenarios import units
 
     monkeypatch.setattr(units, "_PER_SECOND", re.compile("(?!)"))  # pint reads Gbps itself
+    monkeypatch.setattr(units, "_kept", dict)  # nothing kept by earlier runs
     units._parse_text.cache_clear()  # read it again, not as remembered
     with caplog.at_level(logging.DEBUG), pytest.raises(ValueError, match="more than one way"):
         parse("10 Gbps", "bandwidth")
