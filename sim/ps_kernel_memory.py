@@ -16,11 +16,31 @@ functions, which allocate nothing (`sim/ps_kernel_queues.py`, most of
 
 from __future__ import annotations
 
+import sys
 from typing import Any, TypeVar
 
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+
+def _without_blas_probe() -> None:
+    """numba's first compile or cache load imports `numba.np.arraymath`, which imports
+    scipy.linalg (0.09 s here, a twentieth of a small run) only to choose BLAS or a loop
+    for its inner products. No kernel here takes an inner product, so where scipy's BLAS
+    is not loaded yet the probe is told it is absent; `np.dot` and `np.linalg`, should
+    anything compile them, import scipy themselves when they do."""
+    name = "scipy.linalg.cython_blas"
+    if "numba.np.arraymath" in sys.modules or name in sys.modules:
+        return
+    sys.modules[name] = None  # type: ignore[assignment]  # importing it fails
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        del sys.modules[name]
+
+
+_without_blas_probe()
 
 F = TypeVar("F")
 #: numba's option for a function compiled without its runtime (numba's stubs omit it)

@@ -128,3 +128,25 @@ def test_numba_loads_only_where_it_pays() -> None:
         "assert 'numba' not in sys.modules, 'numba imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_the_kernels_load_without_scipys_blas_and_np_dot_still_compiles() -> None:
+    # numba's BLAS probe is told BLAS is absent (sim/ps_kernel_memory.py): solving never
+    # imports scipy.linalg, and a function taking np.dot compiled after it still works
+    code = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from sim import flowkernel\n"
+        "rates, first = flowkernel.solve(np.array([[0, 1], [0, -1]]), np.array([2.0, 1.0]),"
+        " np.array([1.0, 1.0]))\n"
+        "assert list(rates) == [1.0, 1.0] and first == 1.0, (rates, first)\n"
+        "assert 'scipy.linalg' not in sys.modules, 'scipy.linalg imported'\n"
+        "try:\n"
+        "    import scipy.linalg.cython_blas  # noqa: F401\n"
+        "except ImportError:\n"
+        "    sys.exit(0)  # no scipy here: nothing more to check\n"
+        "from numba import njit\n"
+        "dot = njit(lambda a, b: np.dot(a, b))\n"
+        "assert dot(np.array([1.0, 2.0]), np.array([3.0, 4.0])) == 11.0\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
