@@ -266,6 +266,7 @@ class FlowNetwork(Network):
         # ceiling crossed: the connections between two endpoints (`_connection`)
         self._capacity = topology.capacity
         self._connections: dict[tuple[int, int, float], int] = {}
+        self._room = self._capacity  # `_capacity` is its first links (grown by doubling)
 
     def _plan(
         self, pairs: Sequence[Pair], reduce: bool = False, ceiling: float | None = None
@@ -302,7 +303,11 @@ class FlowNetwork(Network):
         link = self._connections.get(key)
         if link is None:
             link = self._connections[key] = len(self._capacity)
-            self._capacity = np.append(self._capacity, ceiling)
+            if link == len(self._room):  # a new array, twice as long (never the topology's)
+                self._room = np.empty(max(2 * link, 16))
+                self._room[:link] = self._capacity
+            self._room[link] = ceiling
+            self._capacity = self._room[: link + 1]
         return link
 
     def transfers(
