@@ -93,10 +93,11 @@ from .ps_kernel_workers import resume_worker
 @njit(cache=True)
 def new_state(n, shards, groups, total, parts, every, room, replay):  # type: ignore[no-untyped-def]
     """The engine's state at the start (`sim/ps_kernel_calendar.py` names its rows),
-    then the flows done (transfer, its order), each worker's pulls arrived by group and
-    parts of a push not arrived by shard, each step's members and counters fired by
-    shard, each worker's groups' arrival after its pulls' start. `room`: the flows that
-    may be in flight at once; `replay`: whether later steps' pulls replay the first's."""
+    then the flows done (transfer, its order, and two rows to sort them by it), each
+    worker's pulls arrived by group and parts of a push not arrived by shard, each
+    step's members and counters fired by shard, each worker's groups' arrival after its
+    pulls' start. `room`: the flows that may be in flight at once; `replay`: whether
+    later steps' pulls replay the first's."""
     most = room + 16  # flows, waiting flows, instants, transfers
     c = np.zeros(N_COUNTERS, dtype=np.int64)
     c[NPFREE] = most
@@ -147,7 +148,8 @@ def model(pull_latency, pull_inter, push_latency, push_inter, forward_s, backwar
 @njit(cache=True)
 def begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,  # type: ignore[no-untyped-def]
           push_inter, parts, forward_s, backward_s, factors, delays, ints, total, work):
-    """The engine's state, its network's and its model's arrays, as `run` takes them."""
+    """The engine's state, its network's and its model's arrays, its calendar and the
+    calendar's counts, as `run` takes them."""
     n, shards = pull_paths.shape[:2]
     state = new_state(n, shards, parts.shape[0], total, parts, ints[6], work[8].shape[0],
                       ints[7] != 0)

@@ -14,7 +14,10 @@ step's round state and the evaluation barrier's gates `steps`. The handlers take
 arrays they use, never the whole state. numba counts a reference for every array a
 function is given or slices, inlined (`inline="always"`) or not, with an atomic
 operation on the array's memory record; `run` hands the handlers arrays without that
-record (`sim/ps_kernel_memory.py`), so each count is a test of a null pointer."""
+record (`sim/ps_kernel_memory.py`), so each count is a test of a null pointer, and the
+calendar and the network are compiled without numba's runtime (`bare`): they count
+nothing.
+"""
 
 from __future__ import annotations
 
