@@ -30,7 +30,7 @@ from .ps_kernel_calendar import (
     XW,
     schedule,
 )
-from .ps_kernel_memory import bare
+from .ps_kernel_memory import bare, stable_sort
 
 
 @njit(cache=True, inline="always")
@@ -65,37 +65,14 @@ def add_flow(w, j, direction, size, slot, at, now, slots, slotf, c,  # type: ign
 
 
 @bare
-def _by_id(finished, n):  # type: ignore[no-untyped-def]
-    """Row 2 of `finished`: the places 0..n-1 by id (row 1), stable (row 3: scratch)."""
-    ids = finished[1]
-    src, dst = 2, 3
-    for i in range(n):
-        finished[src, i] = i
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
-            i, j = lo, mid
-            for k in range(lo, hi):
-                if i < mid and (j >= hi or ids[finished[src, i]] <= ids[finished[src, j]]):
-                    finished[dst, k] = finished[src, i]
-                    i += 1
-                else:
-                    finished[dst, k] = finished[src, j]
-                    j += 1
-        src, dst = dst, src
-        width *= 2
-    if src != 2:
-        for k in range(n):
-            finished[2, k] = finished[src, k]
-
-
-@bare
 def arrived(now, n_done, finished, slots, pull_triggered, heap, seq):  # type: ignore[no-untyped-def]
     """The flows done (their transfers in row 0 of `finished`, the transfers' order of
     creation in row 1) counted against their transfers, in the order the transfers were
     made; a transfer whose flows have all arrived fires (np.unique's order)."""
-    _by_id(finished, n_done)
+    # the places 0..n_done-1 by transfer order, stable (row 3: scratch)
+    for i in range(n_done):
+        finished[2, i] = i
+    stable_sort(finished, 2, 3, n_done, finished[1])
     for i in range(n_done):
         slot = finished[0, finished[2, i]]
         slots[XLEFT, slot] -= 1

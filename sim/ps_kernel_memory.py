@@ -43,7 +43,8 @@ def _without_blas_probe() -> None:
 _without_blas_probe()
 
 F = TypeVar("F")
-#: numba's option for a function compiled without its runtime (numba's stubs omit it)
+#: numba's option for a function compiled without its runtime, in a dict: the typing of
+#: `njit` does not list it
 _NO_RUNTIME: dict[str, Any] = {"_nrt": False}
 
 
@@ -51,6 +52,30 @@ def bare(function: F) -> F:
     """`function` compiled (cached on disk) without numba's runtime: it counts no
     references, and may neither allocate nor return a view."""
     return njit(cache=True, **_NO_RUNTIME)(function)  # type: ignore[no-any-return]
+
+
+@bare
+def stable_sort(rows, row, scratch, n, keys):  # type: ignore[no-untyped-def]
+    """rows[row, :n] in order of keys[value], ties kept in their order: bottom-up merges
+    through rows[scratch], allocating nothing."""
+    src, dst = row, scratch
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j = lo, mid
+            for k in range(lo, hi):
+                if i < mid and (j >= hi or keys[rows[src, i]] <= keys[rows[src, j]]):
+                    rows[dst, k] = rows[src, i]
+                    i += 1
+                else:
+                    rows[dst, k] = rows[src, j]
+                    j += 1
+        src, dst = dst, src
+        width *= 2
+    if src != row:
+        for k in range(n):
+            rows[row, k] = rows[src, k]
 
 
 def _loose(context, builder, arr, value):  # type: ignore[no-untyped-def]

@@ -45,7 +45,7 @@ from .ps_kernel_calendar import (
     WAKESEQ,
     XID,
 )
-from .ps_kernel_memory import bare
+from .ps_kernel_memory import bare, stable_sort
 from .ps_kernel_queues import (
     ASIDE,
     CAND,
@@ -303,30 +303,6 @@ def released(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
 
 
 @bare
-def _merge_sort(ls, lf, n):  # type: ignore[no-untyped-def]
-    """ls[CAND, :n] by RCAP, stable (bottom-up merges through the row NEW, free by now:
-    `absorb` has emptied it)."""
-    src, dst = CAND, NEW
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
-            i, j = lo, mid
-            for k in range(lo, hi):
-                if i < mid and (j >= hi or lf[RCAP, ls[src, i]] <= lf[RCAP, ls[src, j]]):
-                    ls[dst, k] = ls[src, i]
-                    i += 1
-                else:
-                    ls[dst, k] = ls[src, j]
-                    j += 1
-        src, dst = dst, src
-        width *= 2
-    if src != CAND:
-        for k in range(n):
-            ls[CAND, k] = ls[src, k]
-
-
-@bare
 def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """The links the residual flows cross that now qualify become queues, the least
     share first."""
@@ -362,7 +338,7 @@ def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
             j -= 1
         ls[CAND, j] = link
     if n_cand > 64:
-        _merge_sort(ls, lf, n_cand)
+        stable_sort(ls, CAND, NEW, n_cand, lf[RCAP])  # NEW: emptied by `absorb`
     for i in range(n_cand):
         link = ls[CAND, i]
         if li[QMODE, link] or li[ELSE, link] > 0:

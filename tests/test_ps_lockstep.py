@@ -268,3 +268,22 @@ def test_asynchronous_worker_past_its_draws() -> None:
     fast = Simulation(spec).run()
     workers = fast.records.column("worker")
     assert np.count_nonzero(workers == 0) > 2 * (400 // 8) + 16
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    keys=st.lists(st.integers(0, 5), min_size=0, max_size=300),
+    floats=st.booleans(),
+)
+def test_the_kernels_sort_is_numpys_stable_sort(keys: list[int], floats: bool) -> None:
+    # `stable_sort` orders the values of a row by keys[value], ties as they came:
+    # numpy's stable argsort is the truth (ties many, so order among equals shows)
+    from sim.ps_kernel_memory import stable_sort
+
+    n = len(keys)
+    key = np.array(keys, dtype=float if floats else np.int64)
+    rows = np.zeros((3, max(n, 1)), dtype=np.int64)
+    rows[1, :n] = np.arange(n)[::-1]  # the values, in an order of their own
+    stable_sort(rows, 1, 2, n, key)
+    start = np.arange(n)[::-1]
+    assert rows[1, :n].tolist() == start[np.argsort(key[start], kind="stable")].tolist()
