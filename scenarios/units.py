@@ -159,8 +159,9 @@ def _parse_text(value: str, kind: Kind) -> float:
 KEPT_MOST = 20_000
 
 
+@functools.cache
 def _kept_path() -> Path | None:
-    """The file of values kept between runs (None: keep none)."""
+    """The file of values kept between runs (None: keep none); hashed once a run."""
     root = os.environ.get("TRAINSCALE_CACHE_DIR")
     if root == "off":
         return None
