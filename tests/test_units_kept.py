@@ -78,7 +78,23 @@ def test_a_broken_file_is_ignored_and_replaced(tmp_path: Path) -> None:
     assert json.loads(kept.read_text())["time\t2 ms"] == 0.002
 
 
-def test_off_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    assert _run("off", "1 s", "time") == ["1.0"]
+def test_off_keeps_nothing(tmp_path: Path) -> None:
+    # every place a file could go is under tmp_path: the home and XDG cache directories,
+    # and the working directory (where a directory named "off" would be made)
+    env = {
+        **os.environ,
+        "TRAINSCALE_CACHE_DIR": "off",
+        "HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+        "PYTHONPATH": str(ROOT),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "1 s", "time"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.splitlines()[0] == "1.0"
     assert not list(tmp_path.rglob("units-*.json"))
