@@ -120,7 +120,7 @@ def _parse_text(value: str, kind: Kind) -> float:
         # pint evaluates what it reads: a power tower (9**9**9) would take hours and a
         # long expression overflows the stack
         raise ValueError(f"not a number with a unit; write it like '{example}'")
-    known = _kept().get(f"{kind}\t{value}")
+    known = _kept().get(_key(kind, value))
     if known is not None:
         return known
     import pint
@@ -199,25 +199,32 @@ def _kept() -> dict[str, float]:
     return values
 
 
-_added: dict[str, float] = {}
+#: whether this run kept a value the file does not have yet (its write is registered
+#: at exit with the first)
+_unsaved = False
+
+
+def _key(kind: Kind, value: str) -> str:
+    return f"{kind}\t{value}"
 
 
 def _keep(kind: Kind, value: str, si: float) -> float:
+    global _unsaved
     kept = _kept()
     if len(kept) < KEPT_MOST:
-        key = f"{kind}\t{value}"
-        kept[key] = si
-        if not _added:
+        kept[_key(kind, value)] = si
+        if not _unsaved:
             atexit.register(_write_kept)
-        _added[key] = si
+            _unsaved = True
     return si
 
 
 def _write_kept() -> None:
     """The values kept, with this run's, written whole (a temporary file renamed); a
     directory that cannot be written keeps nothing."""
+    global _unsaved
     path = _kept_path()
-    if path is None or not _added:
+    if path is None or not _unsaved:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -237,7 +244,7 @@ def _write_kept() -> None:
             raise
     except OSError:
         pass
-    _added.clear()
+    _unsaved = False
 
 
 def _si(q: pint.Quantity, unit: str, example: str) -> float:
