@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba import types as nbtypes
-from numba.typed import Dict
 
 from .ps_kernel_calendar import (
     ADMITTED,
@@ -51,6 +49,7 @@ from .ps_kernel_calendar import (
     GHEAD,
     INIT,
     INIT_ROUNDS,
+    LASTINSTANT,
     N_COUNTERS,
     N_WF,
     N_WI,
@@ -82,7 +81,7 @@ from .ps_kernel_calendar import (
     next_entry,
     schedule,
 )
-from .ps_kernel_flows import arrived
+from .ps_kernel_flows import arrived, started
 from .ps_kernel_memory import unmanaged_all
 from .ps_kernel_net import net_state, network_event, progress, start
 from .ps_kernel_rounds import coordinate, evaluation, waiters
@@ -105,6 +104,7 @@ def new_state(n, shards, groups, total, parts, every, room, replay):  # type: ig
     c[NBFREE] = most
     c[BOUNDARY] = every
     c[GATE_OPEN] = -1
+    c[LASTINSTANT] = -1
     c[ROUNDSTEP] = -1
     c[PULLS] = PULLS_RECORDED if replay else PULLS_MOVED
     wi = np.zeros((N_WI, n), dtype=np.int64)
@@ -116,6 +116,12 @@ def new_state(n, shards, groups, total, parts, every, room, replay):  # type: ig
     slots[PNEXT:XID] = -1
     for k in (PFREE, SFREE, BFREE):
         slots[k] = np.arange(most - 1, -1, -1)
+    # the instants flows wait for, by time (`instant_slot`): at most half full
+    size = 1
+    while size < 2 * most:
+        size *= 2
+    instants = np.zeros((2, size))
+    instants[1] = -1.0
     steps = np.zeros((6, total + n + 2), dtype=np.int64)
     steps[WHEAD:] = -1
     parts_of_shard = np.zeros(shards, dtype=np.int64)
@@ -124,7 +130,7 @@ def new_state(n, shards, groups, total, parts, every, room, replay):  # type: ig
             if parts[g, j] > 0:
                 parts_of_shard[j] += 1
     return (c, np.array([0.0, 0.0, np.inf]), wi, wf, slots, np.zeros((2, most)),
-            Dict.empty(key_type=nbtypes.float64, value_type=nbtypes.int64),
+            instants,
             steps, parts_of_shard, np.empty((4, most), dtype=np.int64),
             np.zeros((n, groups), dtype=np.bool_), np.zeros((n, shards), dtype=np.int64),
             np.zeros((total, shards), dtype=np.int64), np.zeros((total, shards), dtype=np.bool_),
@@ -148,8 +154,8 @@ def model(pull_latency, pull_inter, push_latency, push_inter, forward_s, backwar
 @njit(cache=True)
 def begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,  # type: ignore[no-untyped-def]
           push_inter, parts, forward_s, backward_s, factors, delays, ints, total, work):
-    """The engine's state, its network's and its model's arrays, its calendar and the
-    calendar's counts, as `run` takes them."""
+    """The engine's state, its network's and its model's arrays, its calendar, and the
+    calendar's counts with room for the workers an entry resumes, as `run` takes them."""
     n, shards = pull_paths.shape[:2]
     state = new_state(n, shards, parts.shape[0], total, parts, ints[6], work[8].shape[0],
                       ints[7] != 0)
@@ -161,7 +167,8 @@ def begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_laten
     room = 2 * most + 4 * n + 4 * shards + 64
     return (state, network, model(pull_latency, pull_inter, push_latency, push_inter,
                                   forward_s, backward_s, factors, delays),
-            (np.zeros(room), np.zeros((room, 5), dtype=np.int64)), np.zeros(2, dtype=np.int64))
+            (np.zeros(room), np.zeros((room, 5), dtype=np.int64)),
+            (np.zeros(2, dtype=np.int64), np.empty(n, dtype=np.int64)))
 
 
 @njit(cache=True)
@@ -209,12 +216,11 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
      totals) = unmanaged_all((capacity, pull_paths, push_paths, parts, times, ints, rec_int,
                               rec, step_ends, totals))
     work = unmanaged_all(work)
-    heap, seq = unmanaged_all(keep[3]), keep[4]
+    heap, (seq, resume) = unmanaged_all(keep[3]), unmanaged_all(keep[4])
     for w in range(n):
         schedule(heap, seq, 0.0, URGENT, INIT, w, 0)
     if ints[4] == 0:
         schedule(heap, seq, 0.0, URGENT, INIT_ROUNDS, 0, 0)
-    resume = np.empty(n, dtype=np.int64)
     while True:
         now, kind, a, b = next_entry(heap, seq, c, fl)
         n_resume = 0
@@ -226,7 +232,7 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
         elif kind in (START, WAKE):
             progress(now, fl, net)
             if kind == START:
-                del slot_of[slotf[1, a]]
+                started(a, slot_of, slotf, c)
                 start(a, now, pull_paths, push_paths, slots, slotf, c, net)
             n_done = network_event(now, kind, seq, c, fl, slots, net, finished_slots,
                                    finished_ids, work)

@@ -79,11 +79,12 @@ W_BOUND = 18  # asynchronous: the SSP bound lets it start, or not
 # whose counters the rounds wait for, the global step, updates applied (asynchronous),
 # the updates the last checkpoint holds, measuring (0 / 1), dropped gradients, of them in
 # measured steps, checkpoints, records written, whether a worker went past the steps
-# drawn for it (0 / 1), the pulls' phase (PULLS_*)
+# drawn for it (0 / 1), the pulls' phase (PULLS_*), the instant a flow last joined (-1:
+# none, or started since)
 (NFLOWS, WAKESEQ, NPFREE, NSFREE, NBFREE, NEXTID, NSSP, BOUNDARY, DISPATCHED, GATE_OPEN,
  GATES, ROUNDSTEP, GLOBALSTEP, COMPLETED, LASTHELD, MEASURED, DROPPED, DROPPEDM,
- CHECKPOINTS, ROWS, SHORT, PULLS) = range(22)
-N_COUNTERS = 22
+ CHECKPOINTS, ROWS, SHORT, PULLS, LASTINSTANT) = range(23)
+N_COUNTERS = 23
 # the pulls' phase: every pull moved on the network; the first step's moved and each
 # worker's groups' arrival after its pulls' start recorded; every later step's arrivals
 # replayed from that record (`sim/ps_lockstep.py` says when a step's pulls may be)
