@@ -160,7 +160,7 @@ def begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_laten
     state = new_state(n, shards, parts.shape[0], total, parts, ints[6], work[8].shape[0],
                       ints[7] != 0)
     most = state[4].shape[1]
-    network = net_state(capacity, pull_paths, push_paths, parts.shape[0], most)
+    network = net_state(capacity, pull_paths, push_paths, state[8], most)
     # the calendar's room: an entry per instant flows start at and per transfer arrived
     # (each at most `most`), a few per worker (its timeout or what it waits for), and
     # the counters of a step or two per shard

@@ -108,10 +108,11 @@ from .ps_kernel_queues import (
 
 
 @njit(cache=True)
-def net_state(capacity, pull_paths, push_paths, groups, most):  # type: ignore[no-untyped-def]
+def net_state(capacity, pull_paths, push_paths, held, most):  # type: ignore[no-untyped-def]
     """The network's arrays (`sim/ps_kernel_queues.py` names their rows): room on each
-    link for twice the flows that can cross it at once in a step (a late worker's
-    pushes may still be in flight when it pushes again), and the residual fill's links."""
+    link for twice the flows that can cross it at once in a step (a worker's pull or
+    push of shard j is a flow per part it holds, `held[j]`; a late worker's pushes may
+    still be in flight when it pushes again), and the residual fill's links."""
     n, shards, width = pull_paths.shape
     links = capacity.shape[0]
     li = np.zeros((N_LI, links), dtype=np.int64)
@@ -127,7 +128,7 @@ def net_state(capacity, pull_paths, push_paths, groups, most):  # type: ignore[n
             for k in range(width):
                 for paths in (pull_paths, push_paths):
                     if paths[w, j, k] >= 0:
-                        room[paths[w, j, k]] += 2 * groups
+                        room[paths[w, j, k]] += 2 * held[j]
     at = 0
     for link in range(links):
         li[MOFF, link] = at
