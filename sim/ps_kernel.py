@@ -181,7 +181,7 @@ def close(totals, c, fl):  # type: ignore[no-untyped-def]
     return -1 if c[SHORT] else c[ROWS]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,  # type: ignore[no-untyped-def]
         push_inter, parts, forward_s, backward_s, factors, delays, times, ints, rec_int,
         rec, step_ends, totals, work):

@@ -83,7 +83,7 @@ def eligible(sim: Simulation) -> bool:
 
 def run(sim: Simulation) -> SimulationOutcome:
     """Every step of every worker, on the compiled engine."""
-    from . import flowkernel, ps_kernel  # numba: only the runs that come here load it
+    from . import flowkernel, ps_kernel, ps_spans  # numba: only the runs here load it
 
     topo = sim.topology
     # the server group and the groups a step moves, as the event engine makes them
@@ -107,38 +107,36 @@ def run(sim: Simulation) -> SimulationOutcome:
     # the flows in flight at once: a worker's pulls or pushes of one step (with backup
     # workers, a late worker's pushes still move while it runs the next step)
     flows = shards * len(groups) if sim.spec.strategy.backup_workers else np.count_nonzero(parts)
-    work = flowkernel.scratch(len(capacity), 2 * n * int(flows) + 1, pull_paths.shape[2])
-    # synchronously, a worker's step is the job's; asynchronously, its own count, drawn
-    # for twice the even share and, should a worker outrun that, again for twice as many
-    drawn = total if sim.spec.strategy.sync else min(total, 2 * -(-total // n) + 16)
-    while True:
+
+    def kernel(
+        factors: np.ndarray, delays: np.ndarray, ints: np.ndarray, steps: int
+    ) -> tuple[np.ndarray, ...]:
+        """`steps` steps (asynchronously, updates) from time zero: the records written
+        (-1: a worker went past its factors), the records, step ends and totals."""
         # a record per worker-step; asynchronously, per update (the run stops at the last)
-        room = n * total if sim.spec.strategy.sync else total + n
+        room = n * steps if sim.spec.strategy.sync else steps + n
         rec_int = np.zeros((room, 3), dtype=np.int64)
         rec = np.zeros((room, 6))
         totals = np.zeros(8)
         totals[0] = np.nan  # the measurement's start, once known
-        step_ends = np.full(total, np.nan)
+        step_ends = np.full(steps, np.nan)
+        work = flowkernel.scratch(len(capacity), 2 * n * int(flows) + 1, pull_paths.shape[2])
         rows = ps_kernel.run(
-            capacity,
-            pull_paths,
-            pull_latency,
-            pull_inter,
-            push_paths,
-            push_latency,
-            push_inter,
-            parts,
-            forward_s,
-            backward_s,
-            sim.stragglers.factors(n, drawn),
-            sim.stragglers.delays(n, drawn),
-            times,
-            ints,
-            rec_int,
-            rec,
-            step_ends,
-            totals,
-            work,
+            capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,
+            push_inter, parts, forward_s, backward_s, factors, delays, times, ints, rec_int,
+            rec, step_ends, totals, work,
+        )  # fmt: skip
+        return rows, rec_int, rec, step_ends, totals
+
+    if sim.spec.strategy.sync:  # a worker's step is the job's: in spans, on threads
+        rec_int, rec, step_ends, totals = ps_spans.run(sim, ints, kernel)
+        return _outcome(sim, rec_int, rec, step_ends, totals)
+    # asynchronously, a worker's own count of steps, drawn for twice the even share and,
+    # should a worker outrun that, again for twice as many
+    drawn = min(total, 2 * -(-total // n) + 16)
+    while True:
+        rows, rec_int, rec, step_ends, totals = kernel(
+            sim.stragglers.factors(n, drawn), sim.stragglers.delays(n, drawn), ints, total
         )
         if rows >= 0:
             break

@@ -27,9 +27,11 @@ RTOL = 1e-9
 
 
 def assert_same(spec: ScenarioSpec) -> None:
-    compiled = Simulation(spec)
+    compiled, events = Simulation(spec), Simulation(spec, lockstep=False)
     assert ps_lockstep.eligible(compiled)
-    fast, exact = compiled.run(), Simulation(spec, lockstep=False).run()
+    fast, exact = compiled.run(), events.run()
+    # the last checkpoint (steps it holds, when), where a failure would restart from
+    assert compiled.last_checkpoint == pytest.approx(events.last_checkpoint, rel=RTOL)
     np.testing.assert_allclose(fast.step_ends, exact.step_ends, rtol=RTOL, atol=1e-15)
     a, b = summarize(spec, fast), summarize(spec, exact)
     assert a.keys() == b.keys()
