@@ -129,7 +129,10 @@ def run(sim: Simulation) -> SimulationOutcome:
         return rows, rec_int, rec, step_ends, totals
 
     if sim.spec.strategy.sync:  # a worker's step is the job's: in spans, on threads
-        rec_int, rec, step_ends, totals = ps_spans.run(sim, ints, kernel)
+        # a span's memory: its arrays, about 1.3 kB per flow that may be in flight (a
+        # second span at once adds 222 MB at 1,024 workers x 189 parts), 72 B a record
+        span_bytes = 1300.0 * n * int(flows) + 72.0 * n * total
+        rec_int, rec, step_ends, totals = ps_spans.run(sim, ints, kernel, span_bytes)
         return _outcome(sim, rec_int, rec, step_ends, totals)
     # asynchronously, a worker's own count of steps, drawn for twice the even share and,
     # should a worker outrun that, again for twice as many

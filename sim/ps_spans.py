@@ -13,10 +13,10 @@ run's do.
 
 The spans depend on the scenario only (its steps and checkpoint interval: `spans`), not
 on the machine, so a scenario gives the same results anywhere; the machine decides how
-many run at once (its cores, numba lets go of the GIL in the kernel), and with them
-the memory (each span's kernel has its own arrays). Moving a span's times rounds them
-apart from a single run's in their last bits; the records equal the event engine's to
-1e-9 relative all the same (tests/test_ps_lockstep.py).
+many run at once: one per core (numba lets go of the GIL in the kernel), as many as
+its available memory holds (each span's kernel has arrays of its own). Moving a span's
+times rounds them apart from a single run's in their last bits; the records equal the
+event engine's to 1e-9 relative all the same (tests/test_ps_spans.py).
 """
 
 from __future__ import annotations
@@ -66,10 +66,32 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def run(sim: Simulation, ints: np.ndarray, kernel: Kernel) -> tuple[np.ndarray, ...]:
+def available() -> float:
+    """Bytes of memory the machine has available (Linux's MemAvailable; inf elsewhere)."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return float("inf")
+
+
+def threads(count: int, span_bytes: float) -> int:
+    """How many spans run at once: one per core, as many as the memory available holds
+    (at least one)."""
+    fit = max(1, int(available() // span_bytes)) if span_bytes > 0 else count
+    return max(1, min(count, cores(), fit))
+
+
+def run(
+    sim: Simulation, ints: np.ndarray, kernel: Kernel, span_bytes: float
+) -> tuple[np.ndarray, ...]:
     """The run's records (rec_int, rec), step ends and totals, as one kernel call over
     every step gives them, from `kernel(factors, delays, ints, steps)` over each span
-    (returns rows written, rec_int, rec, step_ends, totals)."""
+    (returns rows written, rec_int, rec, step_ends, totals); `span_bytes`: the memory
+    a span's kernel takes."""
     n, total, warmup = sim.workers, sim.total_steps, sim.warmup
     factors, delays = sim.stragglers.factors(n, total), sim.stragglers.delays(n, total)
     cut = spans(sim)
@@ -86,11 +108,11 @@ def run(sim: Simulation, ints: np.ndarray, kernel: Kernel) -> tuple[np.ndarray, 
             steps,
         )
 
-    threads = min(len(cut), cores())
-    if threads == 1:
+    at_once = threads(len(cut), span_bytes)
+    if at_once == 1:
         results = [one(span) for span in cut]
     else:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
+        with ThreadPoolExecutor(max_workers=at_once) as pool:
             results = list(pool.map(one, cut))
     return _joined(cut, results, warmup)
 

@@ -4,6 +4,7 @@ engine running the job in one piece."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from unittest import mock
 
@@ -107,3 +108,29 @@ def test_spans_equal_one_run(
     ):
         assert len(ps_spans.spans(Simulation(spec))) > 1
         assert_same(spec)
+
+
+@pytest.mark.parametrize(
+    ("count", "cores", "memory", "expected"),
+    [
+        (2, 2, 1e12, 2),  # a span a core
+        (8, 2, 1e12, 2),  # no more than the cores
+        (1, 16, 1e12, 1),  # no more than the spans
+        (8, 16, 2.5e9, 2),  # as many as 2.5 GB holds at 1 GB a span
+        (8, 16, 0.5e9, 1),  # one, whatever the memory
+    ],
+)
+def test_spans_at_once(count: int, cores: int, memory: float, expected: int) -> None:
+    with (
+        mock.patch.object(ps_spans, "cores", lambda: cores),
+        mock.patch.object(ps_spans, "available", lambda: memory),
+    ):
+        assert ps_spans.threads(count, 1e9) == expected
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/meminfo"), reason="Linux's /proc/meminfo")
+def test_memory_available_is_read() -> None:
+    # Linux's MemAvailable, where there is one: more than nothing, less than the total
+    with open("/proc/meminfo") as info:
+        total = next(float(line.split()[1]) * 1024 for line in info if line.startswith("MemTotal"))
+    assert 0 < ps_spans.available() <= total
