@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 #: the fewest steps a span has: each span moves its first step's pulls on the network
 #: (later steps replay them) and makes its own arrays, about a step's work
 SPAN_STEPS = 50
-#: the most spans a run is cut into
+#: the most spans a run is cut into (each one's first step and arrays are work a single
+#: run does once; how many run at once is the machine's: `threads`)
 MOST_SPANS = 8
 
 Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, ...]]
