@@ -151,27 +151,15 @@ def _routes(sim: Simulation, nodes: list[int]) -> tuple[np.ndarray, ...]:
     """Each worker's pull from and push to each shard: the links (padded with -1), the
     latency and whether it crosses hosts, as the kernel takes them."""
     topo = sim.topology
-    n, shards, width = sim.workers, len(nodes), topo.max_path
-    pull_paths = np.full((n, shards, width), -1, dtype=np.int64)
-    push_paths = np.full((n, shards, width), -1, dtype=np.int64)
-    pull_latency = np.zeros((n, shards))
-    push_latency = np.zeros((n, shards))
-    pull_inter = np.zeros((n, shards), dtype=np.bool_)
-    push_inter = np.zeros((n, shards), dtype=np.bool_)
-    for w in range(n):
-        for j, shard in enumerate(nodes):
-            down, up = topo.route(shard, w), topo.route(w, shard)
-            pull_paths[w, j], pull_latency[w, j], pull_inter[w, j] = (
-                down.padded,
-                down.latency,
-                down.inter_host,
-            )
-            push_paths[w, j], push_latency[w, j], push_inter[w, j] = (
-                up.padded,
-                up.latency,
-                up.inter_host,
-            )
-    return pull_paths, pull_latency, pull_inter, push_paths, push_latency, push_inter
+    n, shards = sim.workers, len(nodes)
+
+    def by_worker(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+        paths, latency, inter = topo.routes(pairs)
+        return paths.reshape(n, shards, -1), latency.reshape(n, shards), inter.reshape(n, shards)
+
+    pulls = by_worker([(shard, w) for w in range(n) for shard in nodes])
+    pushes = by_worker([(w, shard) for w in range(n) for shard in nodes])
+    return (*pulls, *pushes)
 
 
 def _connections(

@@ -212,7 +212,29 @@ class Topology:
             links.append(self._beside + host)
         return self._padded(links, 0.0, False)
 
+    def routes(self, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The routes of many (src, dst) pairs, as `route` gives them, as arrays: the
+        links padded with -1 (pairs x max_path), the latencies and whether each crosses
+        hosts. Kept nowhere: for the compiled engines, which take every pair once."""
+        width = self.max_path
+        padded, latency, inter = [], [], []
+        for src, dst in pairs:
+            links, seconds, crosses = self._links(src, dst)
+            padded.append(links + [-1] * (width - len(links)))
+            latency.append(seconds)
+            inter.append(crosses)
+        shape = (len(pairs), width)
+        return (
+            np.array(padded, dtype=np.int64).reshape(shape),
+            np.array(latency, dtype=float),
+            np.array(inter, dtype=np.bool_),
+        )
+
     def _route(self, src: int, dst: int) -> Route:
+        return self._padded(*self._links(src, dst))
+
+    def _links(self, src: int, dst: int) -> tuple[list[int], float, bool]:
+        """The links from src to dst, the latency per message, whether it crosses hosts."""
         hs, hd = int(self.host_of[src]), int(self.host_of[dst])
         if hs == hd:
             links = [self._port_out + src, self._port_in + dst]
@@ -231,7 +253,7 @@ class Topology:
                 links.append(self.core)
             links.append(self._nic_in + hd)
             latency, inter_host = self.network_latency, True
-        return self._padded(links, latency, inter_host)
+        return links, latency, inter_host
 
     def _padded(self, links: list[int], latency: float, inter_host: bool) -> Route:
         """A route over `links`, padded with -1 to `max_path` for the flow model."""
