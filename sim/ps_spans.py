@@ -82,8 +82,8 @@ def available() -> float:
 def threads(count: int, span_bytes: float) -> int:
     """How many spans run at once: one per core, as many as the memory available holds
     (at least one)."""
-    fit = max(1, int(available() // span_bytes)) if span_bytes > 0 else count
-    return max(1, min(count, cores(), fit))
+    fit = available() / span_bytes  # inf where the memory available is unknown
+    return int(max(1, min(count, cores(), fit)))
 
 
 def run(

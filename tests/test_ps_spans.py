@@ -118,6 +118,7 @@ def test_spans_equal_one_run(
         (1, 16, 1e12, 1),  # no more than the spans
         (8, 16, 2.5e9, 2),  # as many as 2.5 GB holds at 1 GB a span
         (8, 16, 0.5e9, 1),  # one, whatever the memory
+        (8, 4, float("inf"), 4),  # memory unknown (not Linux): the cores decide
     ],
 )
 def test_spans_at_once(count: int, cores: int, memory: float, expected: int) -> None:
