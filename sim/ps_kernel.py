@@ -160,7 +160,7 @@ def begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_laten
     state = new_state(n, shards, parts.shape[0], total, parts, ints[6], work[8].shape[0],
                       ints[7] != 0)
     most = state[4].shape[1]
-    network = net_state(capacity, pull_paths, push_paths, state[8], most)
+    network = net_state(capacity, pull_paths, push_paths, state[8], most, ints[8])
     # the calendar's room: an entry per instant flows start at and per transfer arrived
     # (each at most `most`), a few per worker (its timeout or what it waits for), and
     # the counters of a step or two per shard
@@ -195,7 +195,8 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
     checkpoint seconds; ints: workers a round needs, warm-up steps, checkpoint interval
     (0: none), overlap (0 / 1), asynchronous (0 / 1), the SSP bound (-1: none), the
     updates between evaluations behind the barrier (0: none; their seconds: times[4]),
-    whether every step's pulls after the first replay its (0 / 1).
+    whether every step's pulls after the first replay its (0 / 1), the rule the
+    network's queues follow (`sim/ps_kernel_queues.py`: SHARE_RULE, BUDGET_RULE).
 
     Writes records into rec_int (worker, step, staleness) and rec (start, compute_end,
     comm_end, end, comm_s, stall), each step's (update's) end into step_ends, and totals:

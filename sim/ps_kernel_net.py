@@ -2,7 +2,8 @@
 same max-min fair rates as `FlowNetwork`, without solving for every flow on every event.
 
 Every route crosses a sender's link and a receiver's. A link whose fair share C / n is at
-most the share of every other link its flows cross gives each of them exactly that
+most the share of every other link its flows cross (the share rule; synchronous runs
+follow the budget rule of `sim/ps_kernel_budget.py`) gives each of them exactly that
 share (`sim/ps_kernel_queues.py` says why): it runs as a processor-sharing queue, with a
 virtual clock and a heap of its flows' finishing times, so a flow starting or ending
 there costs O(log n) and changes nothing else. At a parameter server that is the rule:
@@ -26,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from .flowkernel import fill
+from .ps_kernel_budget import qualifies, rebudget, room, settle
 from .ps_kernel_calendar import (
     LAST,
     NFLOWS,
@@ -74,13 +76,16 @@ from .ps_kernel_queues import (
     NEW,
     OWN,
     PATH,
+    PCAP,
     QMODE,
     RATE,
     RCAP,
     RES,
     RLEFT,
     RRATE,
+    RULE,
     SHARE,
+    SHARE_RULE,
     TOL,
     TOUCHED,
     VCLOCK,
@@ -108,11 +113,12 @@ from .ps_kernel_queues import (
 
 
 @njit(cache=True)
-def net_state(capacity, pull_paths, push_paths, held, most):  # type: ignore[no-untyped-def]
-    """The network's arrays (`sim/ps_kernel_queues.py` names their rows): room on each
-    link for twice the flows that can cross it at once in a step (a worker's pull or
-    push of shard j is a flow per part it holds, `held[j]`; a late worker's pushes may
-    still be in flight when it pushes again), and the residual fill's links."""
+def net_state(capacity, pull_paths, push_paths, held, most, rule):  # type: ignore[no-untyped-def]
+    """The network's arrays (`sim/ps_kernel_queues.py` names their rows), its queues
+    following `rule` (SHARE_RULE, BUDGET_RULE): room on each link for twice the flows
+    that can cross it at once in a step (a worker's pull or push of shard j is a flow
+    per part it holds, `held[j]`; a late worker's pushes may still be in flight when it
+    pushes again), and the residual fill's links."""
     n, shards, width = pull_paths.shape
     links = capacity.shape[0]
     li = np.zeros((N_LI, links), dtype=np.int64)
@@ -136,7 +142,8 @@ def net_state(capacity, pull_paths, push_paths, held, most):  # type: ignore[no-
         at += room[link]
     fint = np.zeros((most, PATH + 2 * width), dtype=np.int64)
     fint[:, PATH:PATH + width] = -1
-    ls = np.zeros((COUNTS + 1, max(most, links)), dtype=np.int64)
+    ls = np.zeros((COUNTS + 1, max(most, links, RULE + 1)), dtype=np.int64)
+    ls[COUNTS, RULE] = rule
     ls[FFREE, :most] = np.arange(most - 1, -1, -1)
     ls[COUNTS, FFREE] = most
     mi = np.zeros((3, max(at, 1)), dtype=np.int64)
@@ -184,9 +191,12 @@ def start(slot, now, pull_paths, push_paths, slots, slotf, c, net):  # type: ign
 @bare
 def absorb(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """The flows just started: a queue-mode link they cross takes each one whose other
-    links' shares are no less than its own, or leaves queue mode; then every queue
-    owning flows on a link whose share fell below its own leaves queue mode."""
+    links' shares are no less than its own (the share rule) or stay within budget with
+    its promise (the budget rule, `sim/ps_kernel_budget.py`), or leaves queue mode;
+    then, under the share rule, every queue owning flows on a link whose share fell
+    below its own leaves queue mode."""
     width = (fint.shape[1] - PATH) // 2
+    by_share = ls[COUNTS, RULE] == SHARE_RULE
     for i in range(ls[COUNTS, NEW]):
         f = ls[NEW, i]
         for p in range(width):
@@ -194,19 +204,25 @@ def absorb(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
             if q < 0 or not li[QMODE, q]:
                 continue
             mine = share(li, lf, q)
+            promised = lf[PCAP, q]
             ok = fint[f, OWN] < 0
             for k in range(width):
                 x = fint[f, PATH + k]
                 if x >= 0 and x != q:
-                    other = share(li, lf, x)
-                    lf[LOWER, q] = min(lf[LOWER, q], other)
-                    ok = ok and mine <= other
+                    if by_share:
+                        other = share(li, lf, x)
+                        lf[LOWER, q] = min(lf[LOWER, q], other)
+                        ok = ok and mine <= other
+                    elif ok:
+                        ok = room(li, lf, mi, x, promised, promised, 1)
             if ok:
                 res_remove(fint, ls, f)
                 own(fint, ff, li, lf, hk, mi, f, q, ff[LEFT, f])
             else:
                 demote(fint, ff, li, lf, hk, mi, ls, q, now)
     ls[COUNTS, NEW] = 0
+    if not by_share:
+        return
     for t in range(ls[COUNTS, TOUCHED]):
         x = ls[TOUCHED, t]
         if li[QMODE, x] or li[ELSE, x] == 0 or li[CNT, x] <= li[CNT0, x]:
@@ -271,7 +287,7 @@ def remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls):  
         finished_ids[i] = slots[XID, fint[f, FBATCH]]
         q = fint[f, OWN]
         if q >= 0:
-            disown(fint, li, f, q)
+            disown(fint, li, lf, f, q)
         else:
             res_remove(fint, ls, f)
         for k in range(width):
@@ -288,9 +304,9 @@ def remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls):  
 
 @bare
 def released(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
-    """After flows ended: an empty queue closes; one whose share rose above the least
-    share its flows' other links may have (its bound, renewed where it no longer holds)
-    leaves queue mode."""
+    """After flows ended, under the share rule: an empty queue closes; one whose share
+    rose above the least share its flows' other links may have (its bound, renewed where
+    it no longer holds) leaves queue mode."""
     for t in range(ls[COUNTS, TOUCHED]):
         x = ls[TOUCHED, t]
         if not li[QMODE, x]:
@@ -344,9 +360,13 @@ def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
         link = ls[CAND, i]
         if li[QMODE, link] or li[ELSE, link] > 0:
             continue
-        lower = least_partner(li, lf, mi, fint, link)
-        if lf[RCAP, link] <= lower:
-            promote(fint, ff, li, lf, mi, hk, ls, link, lower, now)
+        if ls[COUNTS, RULE] == SHARE_RULE:
+            lower = least_partner(li, lf, mi, fint, link)
+            if lf[RCAP, link] <= lower:
+                promote(fint, ff, li, lf, mi, hk, ls, link, lower, now)
+                touch(li, ls, link)
+        elif qualifies(fint, li, lf, mi, ls, link):
+            promote(fint, ff, li, lf, mi, hk, ls, link, 0.0, now)
             touch(li, ls, link)
 
 
@@ -416,9 +436,13 @@ def network_event(now, kind, seq, c, fl, slots, net, finished_slots, finished_id
     if kind == WAKE:
         due(now, ff, li, lf, mi, hk, ls)
         n_done = remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls)
-        released(now, fint, ff, li, lf, mi, hk, ls)
+        if ls[COUNTS, RULE] == SHARE_RULE:
+            released(now, fint, ff, li, lf, mi, hk, ls)
     else:
         absorb(now, fint, ff, li, lf, mi, hk, ls)
+    if ls[COUNTS, RULE] != SHARE_RULE:
+        rebudget(now, fint, ff, li, lf, hk, mi, ls)
+        settle(now, fint, ff, li, lf, hk, mi, ls)
     first = rekey(now, li, lf, hk, ls)
     if ls[COUNTS, RES] > 0:
         enqueue(now, fint, ff, li, lf, mi, hk, ls)

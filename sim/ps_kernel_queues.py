@@ -3,15 +3,17 @@
 for a link in queue mode, its virtual clock and the heap of its flows' finishing
 virtual times.
 
-A link j is in queue mode when its fair share C_j / n_j is at most the share of every
-other link its flows cross. Max-min fairness then gives each of its flows exactly that
-share (progressive filling fixes the least share first, and a link's share only grows
-as flows fixed below it leave), so the link is a processor-sharing queue: its virtual
-clock V_j counts the bytes each of its flows has received since the link went into queue
-mode, a flow finishes when V_j reaches its finishing virtual time, and a flow starting
-or ending changes nothing of the others but the clock's speed. Every flow crossing a
-queue-mode link is owned by it (no two queue-mode links share a flow); the flows no
-queue owns are filled max-min over what the queues leave of each link.
+Under the share rule (asynchronous runs) a link j is in queue mode when its fair share
+C_j / n_j is at most the share of every other link its flows cross; under the budget
+rule (synchronous runs, `sim/ps_kernel_budget.py` says why each) when every other link
+its flows cross stays within its budget. Max-min fairness then gives each of its flows
+exactly that share (progressive filling fixes the least share first, and a link's share
+only grows as flows fixed below it leave), so the link is a processor-sharing queue:
+its virtual clock V_j counts the bytes each of its flows has received since the link
+went into queue mode, a flow finishes when V_j reaches its finishing virtual time, and
+a flow starting or ending changes nothing of the others but the clock's speed. Every
+flow crossing a queue-mode link is owned by it (no two queue-mode links share a flow);
+the flows no queue owns are filled max-min over what the queues leave of each link.
 
 State, in a few packed arrays (rows and columns named below), since numba counts a
 reference for every array a function is given: per flow `fint` (owner, transfer,
@@ -41,21 +43,29 @@ MEM, HFLOW, MOWN = range(3)
 # (0 / 1), its flows owned by another link, its count before this event (-1: untouched),
 # a mark (candidates); the queues' two calendars, each a heap of links by key (WHEN:
 # the first flow's finish; EARLY: the earliest any flow may be done) with each link's
-# place in it (-1: absent)
-CNT, MOFF, MCAP, HSIZE, QMODE, ELSE, CNT0, MARK, WHEN, EARLY, WHEN_AT, EARLY_AT = range(12)
-N_LI = 12
+# place in it (-1: absent); under the budget rule, a queue's count its promise holds
+# down to, and whether the link waits in the list CHECK
+CNT, MOFF, MCAP, HSIZE, QMODE, ELSE, CNT0, MARK, WHEN, EARLY, WHEN_AT, EARLY_AT, PKEEP, CHK = (
+    range(14))
+N_LI = 14
 # `lf`: a link's capacity, virtual clock, when the clock was last advanced, a lower bound
-# of the shares of the links its flows cross, its flows' largest tolerance, what the
-# queues leave of it (for the residual fill), its keys in the calendars WHEN and EARLY,
-# its fair share C / n (kept as its count changes: the walks over a link's flows read
-# one number per flow, not two and a division)
-CAP, VCLOCK, VTIME, LOWER, MAXTOL, RCAP, WHEN_KEY, EARLY_KEY, SHARE = range(9)
-N_LF = 9
+# of the shares of the links its flows cross (the share rule), its flows' largest
+# tolerance, what the queues leave of it (for the residual fill), its keys in the
+# calendars WHEN and EARLY, its fair share C / n (kept as its count changes: the walks
+# over a link's flows read one number per flow, not two and a division); under the
+# budget rule (`sim/ps_kernel_budget.py`), a queue's promise, and on a link that is no
+# queue the sum of the promises of the queues owning its flows, one per flow, and a
+# bound of the greatest of them
+CAP, VCLOCK, VTIME, LOWER, MAXTOL, RCAP, WHEN_KEY, EARLY_KEY, SHARE, PCAP, BSUM, MAXP = (
+    range(12))
+N_LF = 12
 # `ls` rows: residual flows, free flow slots, links touched this event, candidate links,
-# flows started this event, flows done; their lengths in row COUNTS (same order, then
-# the sizes of the calendars WHEN and EARLY)
-RES, FFREE, TOUCHED, CAND, NEW, DONE, COUNTS = range(7)
-WHEN_SIZE, EARLY_SIZE = 6, 7
+# flows started this event, flows done, links whose budget is to be checked; their
+# lengths in row COUNTS (same order, then the sizes of the calendars WHEN and EARLY, and
+# the rule the queues follow: SHARE_RULE or BUDGET_RULE)
+RES, FFREE, TOUCHED, CAND, NEW, DONE, CHECK, COUNTS = range(8)
+WHEN_SIZE, EARLY_SIZE, RULE = 7, 8, 9
+SHARE_RULE, BUDGET_RULE = 0, 1
 
 
 @bare
@@ -181,25 +191,46 @@ def set_owner(fint, li, mi, f, owner):  # type: ignore[no-untyped-def]
 
 
 @bare
+def check_later(li, ls, x):  # type: ignore[no-untyped-def]
+    """Link x into the list of links whose budget is to be checked, if not in it."""
+    if not li[CHK, x]:
+        li[CHK, x] = 1
+        ls[CHECK, ls[COUNTS, CHECK]] = x
+        ls[COUNTS, CHECK] += 1
+
+
+@bare
 def own(fint, ff, li, lf, hk, mi, f, link, left):  # type: ignore[no-untyped-def]
-    """Flow f, `left` bytes to go, owned by the queue-mode link."""
+    """Flow f, `left` bytes to go, owned by the queue-mode link: the other links it
+    crosses count the queue's promise (0 under the share rule)."""
     fint[f, OWN] = link
     set_owner(fint, li, mi, f, link)
+    promised = lf[PCAP, link]
     for p in range((fint.shape[1] - PATH) // 2):
         x = fint[f, PATH + p]
         if x >= 0 and x != link:
             li[ELSE, x] += 1
+            lf[BSUM, x] += promised
+            if promised > lf[MAXP, x]:
+                lf[MAXP, x] = promised
     heap_push(li, hk, mi, link, lf[VCLOCK, link] + left, f)
     if ff[TOL, f] > lf[MAXTOL, link]:
         lf[MAXTOL, link] = ff[TOL, f]
 
 
 @bare
-def disown(fint, li, f, link):  # type: ignore[no-untyped-def]
+def disown(fint, li, lf, f, link):  # type: ignore[no-untyped-def]
+    """Flow f no longer owned by the queue-mode link: the other links it crosses
+    release the queue's promise (exactly 0 once they count none)."""
     for p in range((fint.shape[1] - PATH) // 2):
         x = fint[f, PATH + p]
         if x >= 0 and x != link:
             li[ELSE, x] -= 1
+            if li[ELSE, x] == 0:
+                lf[BSUM, x] = 0.0
+                lf[MAXP, x] = 0.0
+            else:
+                lf[BSUM, x] -= lf[PCAP, link]
 
 
 @bare
@@ -284,27 +315,51 @@ def calendar_remove(li, lf, ls, which, link):  # type: ignore[no-untyped-def]
 @bare
 def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-def]
     """The link leaves queue mode: its flows become residual, with the bytes they have
-    left."""
+    left; under the budget rule the other links they cross are to be checked (they
+    carry more residual flows)."""
     advance(li, lf, link, now)
     base = li[MOFF, link]
     clock = lf[VCLOCK, link]
+    width = (fint.shape[1] - PATH) // 2
+    budget = ls[COUNTS, RULE] == BUDGET_RULE
     for i in range(li[HSIZE, link]):
         f = mi[HFLOW, base + i]
         ff[LEFT, f] = hk[base + i] - clock
-        disown(fint, li, f, link)
+        disown(fint, li, lf, f, link)
         res_add(fint, ls, f)
         set_owner(fint, li, mi, f, -1)
+        if budget:
+            for p in range(width):
+                x = fint[f, PATH + p]
+                if x >= 0 and x != link:
+                    check_later(li, ls, x)
     li[HSIZE, link] = 0
     li[QMODE, link] = 0
     calendar_remove(li, lf, ls, WHEN, link)
     calendar_remove(li, lf, ls, EARLY, link)
     lf[VCLOCK, link] = 0.0
     lf[MAXTOL, link] = 0.0
+    lf[PCAP, link] = 0.0
+
+
+@bare
+def promise(li, lf, link):  # type: ignore[no-untyped-def]
+    """The queue's promise under the budget rule: its share at 7/8 of its count
+    (rounded up), so that it holds while an eighth of its flows end
+    (`sim/ps_kernel_budget.py`)."""
+    n = li[CNT, link]
+    keep = n - n // 8
+    li[PKEEP, link] = keep
+    lf[PCAP, link] = lf[CAP, link] / keep
 
 
 @bare
 def promote(fint, ff, li, lf, mi, hk, ls, link, lower, now):  # type: ignore[no-untyped-def]
-    """The link, every flow of it residual, goes into queue mode."""
+    """The link, every flow of it residual, goes into queue mode: with `lower`, the
+    least share of the links its flows cross, under the share rule; with its promise
+    under the budget rule."""
+    if ls[COUNTS, RULE] == BUDGET_RULE:
+        promise(li, lf, link)
     li[QMODE, link] = 1
     lf[VCLOCK, link] = 0.0
     lf[VTIME, link] = now

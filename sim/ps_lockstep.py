@@ -210,7 +210,8 @@ def _settings(
     """The kernel's seconds (server call, dispatch, update, checkpoint, evaluation) and
     integers (members a round waits for, warm-up, checkpoint interval, overlap, async,
     the SSP bound or -1, the evaluation interval held by a barrier or 0, whether later
-    steps' pulls replay the first's)."""
+    steps' pulls replay the first's, the queues' rule)."""
+    from .ps_kernel_queues import BUDGET_RULE, SHARE_RULE  # numba
     strategy = sim.spec.strategy
     costs = sim.costs.servers
     update_s = costs.update_s if strategy.sync else costs.apply_s
@@ -241,6 +242,9 @@ def _settings(
             -1 if bound is None else bound,
             every_evaluation,
             int(replay),
+            # the queues' rule (`sim/ps_kernel_queues.py`): budgets where steps drain
+            # the network, shares where traffic stays balanced (asynchronous)
+            BUDGET_RULE if strategy.sync else SHARE_RULE,
         ],
         dtype=np.int64,
     )
