@@ -1,17 +1,20 @@
 """When a link of the compiled parameter-server engine's network may run as a queue under
 the budget rule: the budget of the links its flows cross.
 
-Synchronous runs' queues follow this rule, asynchronous runs' the share rule
+Synchronous runs over 16 servers or more follow this rule, the others the share rule
 (`sim/ps_kernel_net.py`, `sim/ps_kernel_queues.py`: a queue's share no more than that
-of every other link its flows cross); both give the max-min rates, and the tests hold
-each to the event engine. They differ in which links they let run as queues. As a
+of every other link its flows cross; `sim.ps_lockstep.BUDGET_FROM_SERVERS`). Both
+give the max-min rates, and the tests hold each to the event engine. They differ in
+which links they let run as queues, and in cost. As a
 synchronous step drains, a server with few pushes left sends to workers whose links
 carry many flows of busier servers' queues, at a small share each: the share rule
 keeps that server out of queue mode (a worker's link has the lower C / n although the
 queues take a small part of it), the budget rule lets it in, and the residual flows
 are five times fewer. Where traffic stays balanced (asynchronous updates, every link
 near full), a promise's slack does not fit in a link's budget and the share rule
-keeps the more queues.
+keeps the more queues. Over a few servers, each with thousands of flows, the share
+rule's residual flows are few and renewing a promise (a walk over the queue's flows)
+costs more than they do.
 
 A link in queue mode gives each of its flows its fair share C / n. Max-min fairness
 gives them exactly that as long as every other link they cross can carry it, and

@@ -1,16 +1,17 @@
 """The flow network of the compiled parameter-server engine (`sim/ps_kernel.py`): the
 same max-min fair rates as `FlowNetwork`, without solving for every flow on every event.
 
-Every route crosses a sender's link and a receiver's. A link whose fair share C / n is at
-most the share of every other link its flows cross (the share rule; synchronous runs
-follow the budget rule of `sim/ps_kernel_budget.py`) gives each of them exactly that
-share (`sim/ps_kernel_queues.py` says why): it runs as a processor-sharing queue, with a
-virtual clock and a heap of its flows' finishing times, so a flow starting or ending
-there costs O(log n) and changes nothing else. At a parameter server that is the rule:
-its share is the least once more workers send to it than a worker has flows. The flows
-no queue owns (as traffic ramps up or drains) are filled max-min (`sim.flowkernel.fill`)
-over what the queues leave of each link. What the flows get is what `FlowNetwork`'s
-full solve gives them, to rounding; the tests hold the two engines equal.
+Every route crosses a sender's link and a receiver's. A link whose fair share C / n is
+at most the share of every other link its flows cross (the share rule; synchronous runs
+over many servers follow the budget rule of `sim/ps_kernel_budget.py`) gives each of
+them exactly that share (`sim/ps_kernel_queues.py` says why): it runs as a
+processor-sharing queue, with a virtual clock and a heap of its flows' finishing times,
+so a flow starting or ending there costs O(log n) and changes nothing else. At a
+parameter server that is the rule: its share is the least once more workers send to it
+than a worker has flows. The flows no queue owns (as traffic ramps up or drains) are
+filled max-min (`sim.flowkernel.fill`) over what the queues leave of each link. What the
+flows get is what `FlowNetwork`'s full solve gives them, to rounding; the tests hold the
+two engines equal.
 
 An event: flows start (`START`: they join their links, a queue takes the ones that keep
 it a queue, and a link whose share fell below a queue's makes that queue residual) or

@@ -3,10 +3,10 @@
 for a link in queue mode, its virtual clock and the heap of its flows' finishing
 virtual times.
 
-Under the share rule (asynchronous runs) a link j is in queue mode when its fair share
-C_j / n_j is at most the share of every other link its flows cross; under the budget
-rule (synchronous runs, `sim/ps_kernel_budget.py` says why each) when every other link
-its flows cross stays within its budget. Max-min fairness then gives each of its flows
+Under the share rule a link j is in queue mode when its fair share C_j / n_j is at most
+the share of every other link its flows cross; under the budget rule (synchronous runs
+over 16 servers or more, `sim/ps_kernel_budget.py` says why) when every other link its
+flows cross stays within its budget. Max-min fairness then gives each of its flows
 exactly that share (progressive filling fixes the least share first, and a link's share
 only grows as flows fixed below it leave), so the link is a processor-sharing queue:
 its virtual clock V_j counts the bytes each of its flows has received since the link

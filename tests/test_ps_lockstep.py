@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -85,6 +86,7 @@ def test_bundled_scenarios(path: str, sets: tuple[str, ...]) -> None:
     stream=st.sampled_from([None, "2 Gbit/s"]),
     sync=st.booleans(),
     ssp=st.sampled_from([None, 0, 1]),
+    budget=st.booleans(),
 )
 def test_random_jobs(
     hosts: int,
@@ -103,6 +105,7 @@ def test_random_jobs(
     stream: str | None,
     sync: bool,
     ssp: int | None,
+    budget: bool,
 ) -> None:
     workers = hosts * devices
     stragglers: dict[str, Any] = {"jitter": jitter}
@@ -142,7 +145,10 @@ def test_random_jobs(
             "training.warmup_steps": warmup if sync else warmup * workers,
         }
     )
-    assert_same(spec)
+    # the queues' rule (sim/ps_kernel_budget.py) whatever the servers: synchronous
+    # runs follow either, asynchronous ones the share rule
+    with mock.patch.object(ps_lockstep, "BUDGET_FROM_SERVERS", 1 if budget else 10**9):
+        assert_same(spec)
 
 
 def test_only_where_it_applies() -> None:

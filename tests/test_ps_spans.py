@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_ps_lockstep import assert_same
 
-from sim import ps_spans
+from sim import ps_lockstep, ps_spans
 from sim.simulation import Simulation
 
 PS = {"kind": "parameter_server", "servers": 2}
@@ -65,6 +65,7 @@ def test_one_span_where_a_step_may_leave_flows(strategy: dict[str, Any]) -> None
     stream=st.sampled_from([None, "2 Gbit/s"]),
     span=st.integers(1, 3),
     threads=st.sampled_from([1, 2]),
+    budget=st.booleans(),
 )
 def test_spans_equal_one_run(
     hosts: int,
@@ -79,6 +80,7 @@ def test_spans_equal_one_run(
     stream: str | None,
     span: int,
     threads: int,
+    budget: bool,
 ) -> None:
     stragglers: dict[str, Any] = {"jitter": 0.1}
     if hiccups:
@@ -105,6 +107,8 @@ def test_spans_equal_one_run(
     with (
         mock.patch.object(ps_spans, "SPAN_STEPS", span),
         mock.patch.object(ps_spans, "cores", lambda: threads),
+        # the queues' rule (sim/ps_kernel_budget.py) whatever the servers
+        mock.patch.object(ps_lockstep, "BUDGET_FROM_SERVERS", 1 if budget else 10**9),
     ):
         assert len(ps_spans.spans(Simulation(spec))) > 1
         assert_same(spec)
