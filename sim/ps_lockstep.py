@@ -110,7 +110,7 @@ def run(sim: Simulation) -> SimulationOutcome:
 
     def kernel(
         factors: np.ndarray, delays: np.ndarray, ints: np.ndarray, steps: int
-    ) -> tuple[np.ndarray, ...]:
+    ) -> ps_spans.SpanResult:
         """`steps` steps (asynchronously, updates) from time zero: the records written
         (-1: a worker went past its factors), the records, step ends and totals."""
         # a record per worker-step; asynchronously, per update (the run stops at the last)

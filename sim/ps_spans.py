@@ -38,7 +38,9 @@ SPAN_STEPS = 50
 #: run does once; how many run at once is the machine's: `threads`)
 MOST_SPANS = 8
 
-Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, ...]]
+#: a kernel call's records written, records (rec_int, rec), step ends and totals
+SpanResult = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray, int], SpanResult]
 
 
 def spans(sim: Simulation) -> list[tuple[int, int]]:
@@ -97,7 +99,7 @@ def run(
     factors, delays = sim.stragglers.factors(n, total), sim.stragglers.delays(n, total)
     cut = spans(sim)
 
-    def one(span: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    def one(span: tuple[int, int]) -> SpanResult:
         first, steps = span
         mine = ints.copy()
         mine[1] = max(warmup - first, 0)
@@ -119,7 +121,7 @@ def run(
 
 
 def _joined(
-    cut: list[tuple[int, int]], results: list[tuple[np.ndarray, ...]], warmup: int
+    cut: list[tuple[int, int]], results: list[SpanResult], warmup: int
 ) -> tuple[np.ndarray, ...]:
     """The spans' records, step ends and totals, each moved to where its span starts."""
     totals = np.zeros(8)
