@@ -363,11 +363,12 @@ def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
             continue
         if ls[COUNTS, RULE] == SHARE_RULE:
             lower = least_partner(li, lf, mi, fint, link)
-            if lf[RCAP, link] <= lower:
-                promote(fint, ff, li, lf, mi, hk, ls, link, lower, now)
-                touch(li, ls, link)
-        elif qualifies(fint, li, lf, mi, ls, link):
-            promote(fint, ff, li, lf, mi, hk, ls, link, 0.0, now)
+            ok = lf[RCAP, link] <= lower
+        else:
+            lower = 0.0  # unused under the budget rule
+            ok = qualifies(fint, li, lf, mi, ls, link)
+        if ok:
+            promote(fint, ff, li, lf, mi, hk, ls, link, lower, now)
             touch(li, ls, link)
 
 

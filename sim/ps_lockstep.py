@@ -211,7 +211,6 @@ def _settings(
     integers (members a round waits for, warm-up, checkpoint interval, overlap, async,
     the SSP bound or -1, the evaluation interval held by a barrier or 0, whether later
     steps' pulls replay the first's, the queues' rule)."""
-    from .ps_kernel_queues import BUDGET_RULE, SHARE_RULE  # numba
     strategy = sim.spec.strategy
     costs = sim.costs.servers
     update_s = costs.update_s if strategy.sync else costs.apply_s
@@ -242,7 +241,7 @@ def _settings(
             -1 if bound is None else bound,
             every_evaluation,
             int(replay),
-            _rule(sim, BUDGET_RULE, SHARE_RULE),
+            _rule(sim),
         ],
         dtype=np.int64,
     )
@@ -255,14 +254,15 @@ def _settings(
 BUDGET_FROM_SERVERS = 16
 
 
-def _rule(sim: Simulation, budget: int, share: int) -> int:
+def _rule(sim: Simulation) -> int:
     """The rule the network's queues follow (both give the max-min rates; they differ
-    in cost): budgets where synchronous steps drain many servers, shares elsewhere.
-    Measured alternately against the share rule on the command line: 1,024 workers x 64
-    servers 8.95-9.61 s -> 7.91-8.14 s; 50 x 17 1.44-1.54 s -> 1.35 s; 1,024 x 8
-    3.2-4.0 s -> 4.3-4.7 s and 128 x 8 (1,000 steps) 3.1-3.3 s -> 3.9-4.1 s."""
+    in cost, docs/performance.md): budgets where synchronous steps drain many servers,
+    shares elsewhere."""
+    from .ps_kernel_queues import BUDGET_RULE, SHARE_RULE  # numba
+
     sync = sim.spec.strategy.sync
-    return budget if sync and sim.spec.strategy.servers >= BUDGET_FROM_SERVERS else share
+    many = sim.spec.strategy.servers >= BUDGET_FROM_SERVERS
+    return BUDGET_RULE if sync and many else SHARE_RULE
 
 
 def _outcome(

@@ -27,6 +27,12 @@ from sim.simulation import Simulation
 RTOL = 1e-9
 
 
+def queue_rule(budget: bool) -> Any:
+    """The network's queues under the budget rule (sim/ps_kernel_budget.py) or the
+    share rule whatever the servers (asynchronous runs follow the share rule)."""
+    return mock.patch.object(ps_lockstep, "BUDGET_FROM_SERVERS", 1 if budget else 10**9)
+
+
 def assert_same(spec: ScenarioSpec) -> None:
     compiled, events = Simulation(spec), Simulation(spec, lockstep=False)
     assert ps_lockstep.eligible(compiled)
@@ -145,9 +151,7 @@ def test_random_jobs(
             "training.warmup_steps": warmup if sync else warmup * workers,
         }
     )
-    # the queues' rule (sim/ps_kernel_budget.py) whatever the servers: synchronous
-    # runs follow either, asynchronous ones the share rule
-    with mock.patch.object(ps_lockstep, "BUDGET_FROM_SERVERS", 1 if budget else 10**9):
+    with queue_rule(budget):
         assert_same(spec)
 
 

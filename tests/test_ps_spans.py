@@ -12,9 +12,9 @@ import pytest
 from conftest import make_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_ps_lockstep import assert_same
+from test_ps_lockstep import assert_same, queue_rule
 
-from sim import ps_lockstep, ps_spans
+from sim import ps_spans
 from sim.simulation import Simulation
 
 PS = {"kind": "parameter_server", "servers": 2}
@@ -107,8 +107,7 @@ def test_spans_equal_one_run(
     with (
         mock.patch.object(ps_spans, "SPAN_STEPS", span),
         mock.patch.object(ps_spans, "cores", lambda: threads),
-        # the queues' rule (sim/ps_kernel_budget.py) whatever the servers
-        mock.patch.object(ps_lockstep, "BUDGET_FROM_SERVERS", 1 if budget else 10**9),
+        queue_rule(budget),
     ):
         assert len(ps_spans.spans(Simulation(spec))) > 1
         assert_same(spec)
