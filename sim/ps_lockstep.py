@@ -117,8 +117,7 @@ def run(sim: Simulation) -> SimulationOutcome:
         room = n * steps if sim.spec.strategy.sync else steps + n
         rec_int = np.zeros((room, 3), dtype=np.int64)
         rec = np.zeros((room, 6))
-        totals = np.zeros(8)
-        totals[0] = np.nan  # the measurement's start, once known
+        totals = ps_spans.new_totals()
         step_ends = np.full(steps, np.nan)
         work = flowkernel.scratch(len(capacity), 2 * n * int(flows) + 1, pull_paths.shape[2])
         rows = ps_kernel.run(

@@ -120,12 +120,19 @@ def run(
     return _joined(cut, results, warmup)
 
 
+def new_totals() -> np.ndarray:
+    """A run's totals before it starts (`sim.ps_kernel.run` lists them): all 0, the
+    measurement's start unknown (NaN)."""
+    totals = np.zeros(8)
+    totals[0] = np.nan
+    return totals
+
+
 def _joined(
     cut: list[tuple[int, int]], results: list[SpanResult], warmup: int
 ) -> tuple[np.ndarray, ...]:
     """The spans' records, step ends and totals, each moved to where its span starts."""
-    totals = np.zeros(8)
-    totals[0] = np.nan
+    totals = new_totals()
     start = 0.0  # where the span starts: the end of the one before
     rec_ints, recs, ends = [], [], []
     for (first, steps), (rows, rec_int, rec, step_ends, got) in zip(cut, results, strict=True):
