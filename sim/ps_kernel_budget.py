@@ -70,6 +70,7 @@ from .ps_kernel_queues import (
     TOUCHED,
     check_later,
     demote,
+    kept,
     promise,
 )
 
@@ -88,19 +89,27 @@ def fits(li, lf, x, more, greatest, owned):  # type: ignore[no-untyped-def]
 
 
 @bare
+def greatest_owner(li, lf, mi, x):  # type: ignore[no-untyped-def]
+    """The queue with the greatest promise among those owning flows on link x (the
+    first such; -1: none)."""
+    found = -1
+    base = li[MOFF, x]
+    for i in range(li[CNT, x]):
+        q = mi[MOWN, base + i]
+        if q >= 0 and (found < 0 or lf[PCAP, q] > lf[PCAP, found]):
+            found = q
+    return found
+
+
+@bare
 def room(li, lf, mi, x, more, greatest, owned):  # type: ignore[no-untyped-def]
     """`fits`, with the bound of the greatest promise on x made exact where it decides."""
     if fits(li, lf, x, more, greatest, owned):
         return True
     if lf[BSUM, x] + more > lf[CAP, x]:
         return False
-    largest = 0.0
-    base = li[MOFF, x]
-    for i in range(li[CNT, x]):
-        q = mi[MOWN, base + i]
-        if q >= 0 and lf[PCAP, q] > largest:
-            largest = lf[PCAP, q]
-    lf[MAXP, x] = largest
+    q = greatest_owner(li, lf, mi, x)
+    lf[MAXP, x] = lf[PCAP, q] if q >= 0 else 0.0
     return fits(li, lf, x, more, greatest, owned)
 
 
@@ -111,7 +120,7 @@ def qualifies(fint, li, lf, mi, ls, link):  # type: ignore[no-untyped-def]
     (li[MARK] counts them per link; row NEW lists those links)."""
     width = (fint.shape[1] - PATH) // 2
     n = li[CNT, link]
-    promised = lf[CAP, link] / (n - n // 8)
+    promised = lf[CAP, link] / kept(n)
     found = 0
     base = li[MOFF, link]
     for i in range(n):
@@ -181,10 +190,4 @@ def settle(now, fint, ff, li, lf, hk, mi, ls):  # type: ignore[no-untyped-def]
         if li[QMODE, x]:
             continue
         while li[ELSE, x] > 0 and not room(li, lf, mi, x, 0.0, 0.0, 0):
-            victim = -1
-            base = li[MOFF, x]
-            for i in range(li[CNT, x]):
-                q = mi[MOWN, base + i]
-                if q >= 0 and (victim < 0 or lf[PCAP, q] > lf[PCAP, victim]):
-                    victim = q
-            demote(fint, ff, li, lf, hk, mi, ls, victim, now)
+            demote(fint, ff, li, lf, hk, mi, ls, greatest_owner(li, lf, mi, x), now)

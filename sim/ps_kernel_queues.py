@@ -343,12 +343,16 @@ def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-
 
 
 @bare
+def kept(n):  # type: ignore[no-untyped-def]
+    """The count a promise made at count n holds down to: 7/8 of n, rounded up."""
+    return n - n // 8
+
+
+@bare
 def promise(li, lf, link):  # type: ignore[no-untyped-def]
-    """The queue's promise under the budget rule: its share at 7/8 of its count
-    (rounded up), so that it holds while an eighth of its flows end
-    (`sim/ps_kernel_budget.py`)."""
-    n = li[CNT, link]
-    keep = n - n // 8
+    """The queue's promise under the budget rule: its share at `kept` of its count, so
+    that it holds while an eighth of its flows end (`sim/ps_kernel_budget.py`)."""
+    keep = kept(li[CNT, link])
     li[PKEEP, link] = keep
     lf[PCAP, link] = lf[CAP, link] / keep
 
