@@ -17,7 +17,7 @@ class SimSpec(Strict):
     # time only the first N measured steps event by event; a target's time beyond them
     # extends at their mean step time (long runs to a target: 90 epochs of ImageNet).
     # `all` (or null): every step; `auto`: the first AUTO_TIMED_STEPS where a target is
-    # set, the run is longer and nothing in it changes with time (sim/convergence.py
+    # set, the run is longer and nothing in it changes with time (sim/engine/convergence.py
     # timed_steps)
     timed_steps: Annotated[int, Field(ge=1)] | Literal["all", "auto"] | None = "auto"
 

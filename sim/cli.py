@@ -26,8 +26,8 @@ from scenarios.backends import AUTO_TIMED_STEPS
 from scenarios.strategy import serves_parameters, trains_alone
 from workloads.pipeline import fits_line
 
-from .convergence import timed_steps
 from .costs.explain import run_summary
+from .engine.convergence import timed_steps
 from .runner import PointResult, run, simulated_steps
 
 

@@ -28,11 +28,11 @@ from workloads.convergence import curve_frame
 from workloads.pipeline import fits_line, memory_summary
 from workloads.schedule import schedule_of
 
-from .convergence import run_columns, target_columns, target_curve, timed_steps
-from .failures import daly_interval, young_interval
-from .metrics import summarize
+from .engine.convergence import run_columns, target_columns, target_curve, timed_steps
+from .engine.failures import daly_interval, young_interval
+from .engine.metrics import summarize
+from .engine.steps import steps_frame, steps_summary
 from .simulation import Simulation
-from .steps import steps_frame, steps_summary
 from .strategies import strategy_of
 
 
@@ -221,7 +221,7 @@ def simulate_point(
     """Simulate one point (its replications and its 1-worker baseline) into result rows;
     a point whose devices cannot hold it gets its memory and `fits` false, no timings.
     `steps`: steps.csv's form (`summary`, one row per step; `all`, one per worker-step);
-    `progress`: told of the steps done every so often (sim.simulation.PROGRESS_CALLS);
+    `progress`: told of the steps done every so often (sim.engine.simulation.PROGRESS_CALLS);
     `profile`: the calibration profile `cluster.profile` names (`profiles_of`), read
     from the path when not given."""
     started = time.perf_counter()

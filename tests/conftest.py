@@ -17,10 +17,10 @@ from scenarios import load
 from scenarios.loader import Point, set_path, validate
 from scenarios.spec import ClusterSpec, ScenarioSpec
 from sim.costs.explain import explain
-from sim.metrics import summarize
-from sim.network import make_network
+from sim.engine.metrics import summarize
+from sim.network.backends import make_network
+from sim.network.topology import Topology
 from sim.simulation import Simulation
-from sim.topology import Topology
 
 ROOT = Path(__file__).resolve().parent.parent
 

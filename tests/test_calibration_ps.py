@@ -1,7 +1,7 @@
 """What `simulate` takes from a profile for parameter servers (sim/costs/,
-sim/ps.py): the coordinator's round trips, the update, the closures' pulls and pushes,
-where the variables sit; checked against closed forms written out here from the profile's
-numbers (the profile and helpers are conftest's)."""
+sim/strategies/parameter_server/training.py): the coordinator's round trips, the update, the
+closures' pulls and pushes, where the variables sit; checked against closed forms written
+out here from the profile's numbers (the profile and helpers are conftest's)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import math
 import pytest
 from conftest import cluster, timed
 
-from sim.collectives import (
+from sim.network.collectives import (
     ALGORITHMS,
     btree_parents,
     double_binary_tree,

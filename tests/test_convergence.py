@@ -277,7 +277,7 @@ def test_the_calibration_fit_recovers_the_curves_of_known_parameters(
     a power-law accuracy curve, and a loss curve with a flat start."""
     pytest.importorskip("scipy")
     from measured.profile import CurveFit
-    from real.calibrate_convergence import fit, predicted
+    from real.calibrate.convergence import fit, predicted
 
     initial, final = (0.1, 0.95) if metric == "accuracy" else (math.log(10), 0.1)
     truth = quadratic(
@@ -313,7 +313,7 @@ def test_the_calibration_fit_recovers_the_curves_of_known_parameters(
 
 
 def test_the_calibration_curves_are_at_the_synchronous_points_batches_and_rates():
-    from real.calibrate_convergence import curve_points
+    from real.calibrate.convergence import curve_points
 
     library = Path(__file__).resolve().parent.parent / "scenarios/library"
     scenario = load(library / "digits-time-to-target.yaml")
@@ -332,7 +332,7 @@ def test_the_calibration_curves_are_at_the_synchronous_points_batches_and_rates(
 def test_calibration_curves_stop_past_the_target_over_several_shuffles() -> None:
     """A calibration curve runs to half-way between the target and a perfect score, and
     each repeat shuffles by its own seed (the scenario's + the repeat)."""
-    from real.calibrate_convergence import _curve_job, past
+    from real.calibrate.convergence import _curve_job, past
     from scenarios.training import Target
 
     assert past(Target(metric="accuracy", value=0.92)) == Target(metric="accuracy", value=0.96)
@@ -348,7 +348,7 @@ def test_a_calibration_curve_runs_at_one_rate_to_past_the_target() -> None:
     """The processes of a curve: the rate flat from the first update, evaluated every
     `every` updates, stopping at the given target, shuffled by the seed + the repeat;
     a server never evaluates."""
-    from real.calibrate_convergence import curve_jobs, past
+    from real.calibrate.convergence import curve_jobs, past
     from real.job import Server
     from scenarios.training import Target
     from workloads.schedule import Schedule

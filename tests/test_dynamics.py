@@ -13,7 +13,7 @@ from conftest import BASE, make_spec
 from test_training import NCCL_LAUNCH
 
 from scenarios.loader import Point, validate
-from sim.metrics import summarize
+from sim.engine.metrics import summarize
 from sim.runner import simulate_point
 from sim.simulation import Simulation
 
@@ -431,7 +431,7 @@ def test_checkpoint_interval_optimum_matches_daly() -> None:
     """One worker, exponential failures (MTBF M), checkpoint cost delta, restart R: over a
     sweep of intervals, the best mean training time lies within 15% of Daly's optimum
     interval, and there within 3% of Daly's complete model (Daly 2006, eq. 13)."""
-    from sim.failures import daly_interval, daly_wall_time
+    from sim.engine.failures import daly_interval, daly_wall_time
 
     mtbf, delta, restart, step = 600.0, 60.0, 30.0, 10.0
     steps = 300  # Ts = 3,000 s of work

@@ -1,4 +1,4 @@
-"""The flow network's compiled kernel (sim/flowkernel.py) against numpy's `max_min_rates`,
+"""The flow network's compiled kernel (sim/network/flowkernel.py) against numpy's `max_min_rates`,
 and whole parameter-server runs on one back end against the other."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sim.network
+import sim.network.backends
 from scenarios import load
-from sim import flowkernel
-from sim.network import max_min_rates
-from sim.outcome import StepRecord
+from sim.engine.outcome import StepRecord
+from sim.network import flowkernel
+from sim.network.backends import max_min_rates
 from sim.simulation import Simulation
 
 
@@ -100,9 +100,9 @@ def test_whole_runs_equal_on_either_solve(
 ) -> None:
     spec = load(ROOT / path, sets).points[point].spec
     outcomes = []
-    monkeypatch.setattr(sim.network, "COMPILED_AFTER_S", 0.0)
+    monkeypatch.setattr(sim.network.backends, "COMPILED_AFTER_S", 0.0)
     for compiled_from in (sys.maxsize, 1):  # numpy only, then the kernel for every solve
-        monkeypatch.setattr(sim.network, "COMPILED_FROM", compiled_from)
+        monkeypatch.setattr(sim.network.backends, "COMPILED_FROM", compiled_from)
         outcomes.append(Simulation(spec, lockstep=False).run())
     numpy_run, kernel_run = outcomes
     assert len(kernel_run.records) == len(numpy_run.records) > 0
@@ -131,12 +131,12 @@ def test_numba_loads_only_where_it_pays() -> None:
 
 
 def test_the_kernels_load_without_scipys_blas_and_np_dot_still_compiles() -> None:
-    # numba's BLAS probe is told BLAS is absent (sim/ps_kernel_memory.py): solving never
+    # numba's BLAS probe is told BLAS is absent (sim/network/unmanaged.py): solving never
     # imports scipy.linalg, and a function taking np.dot compiled after it still works
     code = (
         "import sys\n"
         "import numpy as np\n"
-        "from sim import flowkernel\n"
+        "from sim.network import flowkernel\n"
         "rates, first = flowkernel.solve(np.array([[0, 1], [0, -1]]), np.array([2.0, 1.0]),"
         " np.array([1.0, 1.0]))\n"
         "assert list(rates) == [1.0, 1.0] and first == 1.0, (rates, first)\n"

@@ -1,5 +1,6 @@
-"""The lockstep engine (sim/lockstep.py) against the event engine it stands in for: the
-same results, to 1e-9 relative, on the catalog's models and on random small jobs."""
+"""The lockstep engine (sim/strategies/allreduce/lockstep.py) against the event engine it
+stands in for: the same results, to 1e-9 relative, on the catalog's models and on random
+small jobs."""
 
 from __future__ import annotations
 
@@ -13,16 +14,16 @@ from hypothesis import strategies as st
 
 from scenarios import load
 from scenarios.spec import ScenarioSpec
-from sim import lockstep
-from sim.metrics import summarize
+from sim.engine.metrics import summarize
 from sim.simulation import Simulation
+from sim.strategies.allreduce import lockstep
 
 RTOL = 1e-9
 
 
 def both(spec: ScenarioSpec) -> tuple[Any, Any]:
     fast = Simulation(spec)
-    assert lockstep.eligible(fast)
+    assert fast.engine() is lockstep
     return fast.run(), Simulation(spec, lockstep=False).run()
 
 
@@ -105,13 +106,13 @@ def test_random_jobs(
 
 
 def test_only_where_it_applies() -> None:
-    assert lockstep.eligible(Simulation(make_spec()))
+    assert Simulation(make_spec()).engine() is lockstep
     ps = make_spec(strategy={"kind": "parameter_server", "servers": 2})
     asynchronous = make_spec(**{"strategy.sync": False})
     failing = make_spec(failures=[{"role": "worker", "at_step": 2, "downtime": "1 s"}])
     for spec in (ps, asynchronous, failing):
-        assert not lockstep.eligible(Simulation(spec))
-    assert not lockstep.eligible(Simulation(make_spec(), trace=True))
+        assert Simulation(spec).engine() is not lockstep
+    assert Simulation(make_spec(), trace=True).engine() is not lockstep
 
 
 def test_collective_time_is_the_ring_closed_form() -> None:
@@ -128,14 +129,14 @@ def test_both_engines_report_progress_alike() -> None:
     """The progress callback (what `simulate`'s bar shows within a point): every
     total / PROGRESS_CALLS steps, with the steps done and the simulated time then, the
     same from both engines."""
-    from sim.simulation import PROGRESS_CALLS
+    from sim.engine.simulation import PROGRESS_CALLS
 
     spec = make_spec(**{"training.steps": 450, "cluster.hosts": 3, "stragglers.jitter": 0.1})
     told: dict[bool, list[tuple[int, float]]] = {True: [], False: []}
     ends = {}
     for fast in (True, False):
         sim = Simulation(spec, lockstep=fast, progress=lambda d, t, f=fast: told[f].append((d, t)))
-        assert lockstep.eligible(sim) or not fast
+        assert (sim.engine() is lockstep) == fast
         ends[fast] = sim.run().step_ends
     total = spec.training.warmup_steps + spec.training.steps
     every = total // PROGRESS_CALLS

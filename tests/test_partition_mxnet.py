@@ -1,5 +1,6 @@
-"""`strategy.partition: mxnet` (sim/shards.py): MXNet's distributed KVStore's placement,
-against its closed forms, and the same job on both parameter-server engines."""
+"""`strategy.partition: mxnet` (sim/strategies/parameter_server/shards.py): MXNet's
+distributed KVStore's placement, against its closed forms, and the same job on both
+parameter-server engines."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from test_ps_lockstep import assert_same
 
 from real.strategies.parameter_server import ParameterServers
 from scenarios import ScenarioError
-from sim.shards import MXNET_BIGARRAY_BOUND, assign, deal
+from sim.strategies.parameter_server.shards import MXNET_BIGARRAY_BOUND, assign, deal
 
 BOUND = MXNET_BIGARRAY_BOUND
 

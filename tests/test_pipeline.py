@@ -26,10 +26,10 @@ import pandas as pd
 import pytest
 
 from scenarios import ScenarioError, load
-from sim.lockstep import collective_time
-from sim.pipeline import schedule_of
 from sim.runner import run as simulate
 from sim.simulation import Simulation
+from sim.strategies.allreduce.lockstep import collective_time
+from sim.strategies.pipeline import schedule_of
 from workloads.pipeline import balanced_split, bubble_fraction, in_flight, memory_of
 
 LAYERS, FLOPS, PARAMS = 12, 12e9, 12e6  # per sample; 1 GFLOP and 1 M parameters a layer
@@ -140,8 +140,9 @@ def test_replicas_all_reduce_each_stage(tmp_path: Path) -> None:
         two.results.iloc[0]["throughput_samples_per_s"]
         > one.results.iloc[0]["throughput_samples_per_s"]
     )
-    # the same ring on an idle network of two of these devices (the collective model's
-    # own closed form, sim/lockstep.py; the collectives are tested on their own)
+    # the same ring on an idle network of two of these devices (the collective model's own
+    # closed form, sim/strategies/allreduce/lockstep.py; the collectives are tested on their
+    # own)
     pair = Simulation(load(scenario(tmp_path, "{kind: allreduce}", devices=2)).points[0].spec)
     ring, _ = collective_time(pair, PARAMS / 2 * 4)  # a stage's gradients, float32
     # GPipe: stage 0 is the last to finish its backward; its ring adds to the step

@@ -37,7 +37,7 @@ from measured.profile import (
 )
 from scenarios import ScenarioError, load, vocab
 from sim.cli import main
-from sim.metrics import summarize
+from sim.engine.metrics import summarize
 from sim.simulation import Simulation
 
 CHAINED = 0.5e-3  # s, each message chained in one call (a ring's steps) pays this instead
@@ -362,7 +362,7 @@ def test_without_the_chain_probe_every_message_pays_the_fit_latency(
 
 
 def test_chain_probe_medians_and_slope() -> None:
-    from real.calibrate_probes import messages_of
+    from real.calibrate.probes import messages_of
     from real.protocol import ProbeSample
 
     def chain(messages: int, t: float) -> ProbeSample:
@@ -485,7 +485,7 @@ def test_measured_startup_is_the_restart(tmp_path: Path) -> None:
 
 
 def test_steady_step_leaves_out_each_workers_first_step() -> None:
-    from real.calibrate import _steady_step
+    from real.calibrate.measure import _steady_step
     from real.protocol import Step
 
     def step(worker: int, end: float) -> Step:

@@ -1,6 +1,6 @@
-"""Parameter servers (sim/ps.py): TensorFlow's dataflow (pushes during backward, pulls
-gating forward), the host CPU's port, and steps that account for every pull; against
-closed forms."""
+"""Parameter servers (sim/strategies/parameter_server/training.py): TensorFlow's dataflow
+(pushes during backward, pulls gating forward), the host CPU's port, and steps that account
+for every pull; against closed forms."""
 
 from __future__ import annotations
 

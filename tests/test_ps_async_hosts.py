@@ -1,6 +1,7 @@
-"""Asynchronous parameter servers with host aggregation (sim/ps_async_hosts.py, MXNet's
-dist_async on multi-device machines): each host's devices sum their gradients and push
-once, and every host push is one update of the host's devices' batches."""
+"""Asynchronous parameter servers with host aggregation
+(sim/strategies/parameter_server/asynchronous_hosts.py, MXNet's dist_async on multi-device
+machines): each host's devices sum their gradients and push once, and every host push is one
+update of the host's devices' batches."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import make_spec
 
-from sim.metrics import summarize
+from sim.engine.metrics import summarize
 from sim.simulation import Simulation
 from workloads.schedule import schedule_of
 

@@ -1,6 +1,7 @@
-"""The compiled parameter-server engine's table of start instants (`sim/ps_kernel_flows.py`)
-against a dict: open addressing with deletion by backward shift must find every instant
-present and none removed, whatever the collisions and the wrap-around."""
+"""The compiled parameter-server engine's table of start instants
+(`sim/strategies/parameter_server/kernel/flows.py`) against a dict: open addressing with
+deletion by backward shift must find every instant present and none removed, whatever the
+collisions and the wrap-around."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from hypothesis import strategies as st
 
 pytest.importorskip("numba")
 
-from sim.ps_kernel_flows import _home, instant_add, instant_drop, instant_slot  # noqa: E402
+from sim.strategies.parameter_server.kernel.flows import (  # noqa: E402
+    _home,
+    instant_add,
+    instant_drop,
+    instant_slot,
+)
 
 # instants a few apart in the last bits share a home; others spread over the table
 _BASES = [0.0, 1.0, 2.5, 1e3, 12345.678]

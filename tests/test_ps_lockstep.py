@@ -1,6 +1,6 @@
-"""Parameter servers on the compiled engine (sim/ps_lockstep.py), synchronous and
-asynchronous, against the event engine it stands in for: the same records and summaries,
-to 1e-9 relative, on the bundled scenarios and on random jobs."""
+"""Parameter servers on the compiled engine (sim/strategies/parameter_server/lockstep.py),
+synchronous and asynchronous, against the event engine it stands in for: the same records
+and summaries, to 1e-9 relative, on the bundled scenarios and on random jobs."""
 
 from __future__ import annotations
 
@@ -16,26 +16,29 @@ from hypothesis import strategies as st
 
 from scenarios import load
 from scenarios.spec import ScenarioSpec
-from sim import lockstep, ps_lockstep, runner
-from sim.convergence import held_by_engine
+from sim import runner
 from sim.costs import ServerCosts
-from sim.metrics import summarize
-from sim.outcome import StepRecord
-from sim.ps_dataflow import server_parts
+from sim.engine.convergence import held_by_engine
+from sim.engine.metrics import summarize
+from sim.engine.outcome import StepRecord
 from sim.simulation import Simulation
+from sim.strategies.allreduce import lockstep
+from sim.strategies.parameter_server import lockstep as ps_lockstep
+from sim.strategies.parameter_server.dataflow import server_parts
 
 RTOL = 1e-9
 
 
 def queue_rule(budget: bool) -> Any:
-    """The network's queues under the budget rule (sim/ps_kernel_budget.py) or the
-    share rule whatever the servers (asynchronous runs follow the share rule)."""
+    """The network's queues under the budget rule
+    (sim/strategies/parameter_server/kernel/budget.py) or the share rule whatever the
+    servers (asynchronous runs follow the share rule)."""
     return mock.patch.object(ps_lockstep, "BUDGET_FROM_SERVERS", 1 if budget else 10**9)
 
 
 def assert_same(spec: ScenarioSpec) -> None:
     compiled, events = Simulation(spec), Simulation(spec, lockstep=False)
-    assert ps_lockstep.eligible(compiled)
+    assert compiled.engine() is ps_lockstep
     fast, exact = compiled.run(), events.run()
     # the last checkpoint (steps it holds, when), where a failure would restart from
     assert compiled.last_checkpoint == pytest.approx(events.last_checkpoint, rel=RTOL)
@@ -68,7 +71,7 @@ def test_bundled_scenarios(path: str, sets: tuple[str, ...]) -> None:
     ran = 0
     sets = ("training.steps=3", "training.warmup_steps=1", *sets)
     for point in load(ROOT / path, sets).points:
-        if ps_lockstep.eligible(Simulation(point.spec)):
+        if Simulation(point.spec).engine() is ps_lockstep:
             assert_same(point.spec)
             ran += 1
     assert ran
@@ -157,9 +160,9 @@ def test_random_jobs(
 
 def test_only_where_it_applies() -> None:
     ps = {"kind": "parameter_server", "servers": 2}
-    assert ps_lockstep.eligible(Simulation(make_spec(strategy=ps)))
-    assert not lockstep.eligible(Simulation(make_spec(strategy=ps)))
-    assert ps_lockstep.eligible(Simulation(make_spec(strategy={**ps, "sync": False})))
+    assert Simulation(make_spec(strategy=ps)).engine() is ps_lockstep
+    assert Simulation(make_spec(strategy=ps)).engine() is not lockstep
+    assert Simulation(make_spec(strategy={**ps, "sync": False})).engine() is ps_lockstep
     others = [
         make_spec(),  # all-reduce
         make_spec(strategy={**ps, "sync_scope": "variable"}),
@@ -168,8 +171,8 @@ def test_only_where_it_applies() -> None:
         make_spec(strategy=ps, failures=[{"role": "worker", "at_step": 2, "downtime": "1 s"}]),
     ]
     for spec in others:
-        assert not ps_lockstep.eligible(Simulation(spec))
-    assert not ps_lockstep.eligible(Simulation(make_spec(strategy=ps), trace=True))
+        assert Simulation(spec).engine() is not ps_lockstep
+    assert Simulation(make_spec(strategy=ps), trace=True).engine() is not ps_lockstep
 
 
 def test_pulls_replayed_only_where_each_step_pulls_alike() -> None:
@@ -207,7 +210,7 @@ def test_server_costs(overlap: bool) -> None:
     for fast in (True, False):
         sim = Simulation(spec, lockstep=fast)
         sim.costs = replace(sim.costs, servers=servers)
-        assert ps_lockstep.eligible(sim)
+        assert sim.engine() is (ps_lockstep if fast else None)
         outcomes.append(sim.run())
     fast_run, exact = outcomes
     assert fast_run.engine == "ps-lockstep" and exact.engine == "events"
@@ -290,7 +293,7 @@ def test_asynchronous_worker_past_its_draws() -> None:
 def test_the_kernels_sort_is_numpys_stable_sort(keys: list[int], floats: bool) -> None:
     # `stable_sort` orders the values of a row by keys[value], ties as they came:
     # numpy's stable argsort is the truth (ties many, so order among equals shows)
-    from sim.ps_kernel_memory import stable_sort
+    from sim.network.unmanaged import stable_sort
 
     n = len(keys)
     key = np.array(keys, dtype=float if floats else np.int64)

@@ -1,6 +1,7 @@
-"""Synchronous parameter servers in spans of steps (sim/ps_spans.py): where a run is cut,
-and the spans' records, step ends and summaries, moved and joined, against the event
-engine running the job in one piece."""
+"""Synchronous parameter servers in spans of steps
+(sim/strategies/parameter_server/spans.py): where a run is cut, and the spans' records, step
+ends and summaries, moved and joined, against the event engine running the job in one
+piece."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_ps_lockstep import assert_same, queue_rule
 
-from sim import ps_spans
 from sim.simulation import Simulation
+from sim.strategies.parameter_server import spans as ps_spans
 
 PS = {"kind": "parameter_server", "servers": 2}
 

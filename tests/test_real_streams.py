@@ -63,7 +63,7 @@ def test_which_failures_have_a_relaunch_to_calibrate(
 ) -> None:
     # the contract: a parameter-server worker rejoins alone (nothing is relaunched); any
     # failure under all-reduce, a server's, the chief's, and random ones stop the job
-    from real.calibrate import _stopping_failure
+    from real.calibrate.measure import _stopping_failure
 
     spec = make_spec(
         **{

@@ -1,8 +1,9 @@
-"""Variables dealt to parameter-server shards and mapped to their layers (sim/shards.py)."""
+"""Variables dealt to parameter-server shards and mapped to their layers
+(sim/strategies/parameter_server/shards.py)."""
 
 from __future__ import annotations
 
-from sim.shards import assign, deal, variable_layers
+from sim.strategies.parameter_server.shards import assign, deal, variable_layers
 
 
 def test_variables_fill_their_layers() -> None:

@@ -1,4 +1,4 @@
-"""The times a simulated run to a target reports (sim/convergence.py): its steps'
+"""The times a simulated run to a target reports (sim/engine/convergence.py): its steps'
 training time, its evaluations' time and its time to target add up as docs/scenarios.md
 defines them."""
 

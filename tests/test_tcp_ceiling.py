@@ -11,9 +11,9 @@ from conftest import cluster, make_spec, timed
 from test_training import COMPUTE, NCCL_LAUNCH, S, rel
 
 from scenarios import catalog
-from sim.collectives import halving_doubling, ring
 from sim.costs import CollectiveCosts, connections, cost_model, tcp_ceiling
-from sim.metrics import summarize
+from sim.engine.metrics import summarize
+from sim.network.collectives import halving_doubling, ring
 from sim.simulation import Simulation
 
 GOODPUT = 0.9493  # the catalog's TCP/IPv4 payload per Ethernet frame, 1460 / 1538
@@ -181,7 +181,7 @@ def test_flows_sharing_a_nic_below_the_ceiling_are_unchanged() -> None:
 def test_the_compiled_solve_caps_flows_alike(monkeypatch: pytest.MonkeyPatch) -> None:
     # 32 ranks put 32 flows in flight: with the switch at once, the compiled kernel solves
     # the rates, connections' links included, as numpy does
-    monkeypatch.setattr("sim.network.COMPILED_AFTER_S", 0.0)
+    monkeypatch.setattr("sim.network.backends.COMPILED_AFTER_S", 0.0)
     n, alpha, link = 32, 10e-6, 100e9 / 8
     costs = CollectiveCosts(ceiling=2 * STREAM_100G)
     t = timed(

@@ -11,7 +11,7 @@ import pytest
 from conftest import cluster
 
 from sim.costs import Links
-from sim.topology import Topology
+from sim.network.topology import Topology
 
 _CATALOG = cluster(3, 2, oversubscription=2.0)  # a switch core
 _LINKS = Links(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import make_spec
 
-from sim.compute import ComputeModel
-from sim.metrics import summarize
+from sim.costs.compute import ComputeModel
+from sim.engine.metrics import summarize
 from sim.runner import baseline_throughput, simulate_point
 from sim.simulation import Simulation
 

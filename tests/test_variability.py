@@ -11,9 +11,9 @@ from conftest import make_spec
 from test_training import COMPUTE
 
 from results.streams import device_factor
-from sim.metrics import summarize
+from sim.engine.metrics import summarize
+from sim.engine.stragglers import Stragglers
 from sim.simulation import Simulation
-from sim.stragglers import Stragglers
 
 
 def test_a_factor_per_device_for_the_whole_run() -> None:

@@ -5,9 +5,9 @@ message, a transfer's links, a collective, a parameter server's round, a checkpo
 restart and an evaluation cost here: from
 the catalog (`scenarios/catalog/*.yaml`: the device's speed, the host link, the network)
 or, where the scenario names a calibration profile, from what it measured
-(`sim/costs/measured.py`). The engine (`sim/simulation.py`, the strategies, the topology)
+(`sim/costs/measured.py`). The engine (`sim/engine/simulation.py`, the strategies, the topology)
 reads the frozen `CostModel` it returns and nothing else of the catalog or the profile;
-the network keeps its narrow interface (`sim/network.py`). `sim/costs/explain.py` says in
+the network keeps its narrow interface (`sim/network/backends.py`). `sim/costs/explain.py` says in
 words which measured numbers a point took. Formulas: docs/simulator.md.
 """
 
@@ -22,8 +22,8 @@ from scenarios.cluster import ClusterSpec, NetworkSpec
 from scenarios.spec import ScenarioSpec
 from scenarios.units import parse
 
-from ..compute import ComputeModel
 from . import explain
+from .compute import ComputeModel
 from .measured import Calibration, calibrate
 
 

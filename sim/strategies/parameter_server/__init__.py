@@ -1,0 +1,6 @@
+"""Parameter servers, composed of parts (STYLE.md rule 23): the server group
+(`servers.py`) and the shards it deals variables to (`shards.py`), what one step moves
+(`dataflow.py`), synchronous rounds (`sync.py`), asynchronous updates (`asynchronous.py`),
+host aggregation (`hosts.py`, `asynchronous_hosts.py`), joined by `training.py`; and the
+compiled engine beside them: `lockstep.py` prepares its arrays, `spans.py` runs
+synchronous jobs in spans of steps, and `kernel/` is its numba loop and handlers."""
