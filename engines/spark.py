@@ -1,6 +1,6 @@
 """Spark as an engine, shared by both backends: the process's SparkSession.
 
-`run-real` runs a job as a barrier stage on it (`real/spark.py`), `simulate` its sweep
+`run-real` runs a job as a barrier stage on it (`real/spark/stage.py`), `simulate` its sweep
 points as tasks (`sim/runner.py`). The master and Spark properties are the scenario's
 `real.spark` (`--master` on either command); a `local` master keeps every listener on
 127.0.0.1. A standalone master (`spark://`) is spoken to with Spark's shared-secret

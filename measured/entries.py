@@ -38,7 +38,7 @@ class ComputeEntry(_Strict):
     dtype: DType = "float32"
     processes: int = Field(default=1, ge=1)  # single-worker processes running at once
     servers: int = Field(default=0, ge=0)  # listening TF server processes beside them
-    # a pipeline stage holding every layer (real/calibrate_stage.py, one core a process):
+    # a pipeline stage holding every layer (real/calibrate/stage.py, one core a process):
     # the batch in this many micro-batches, their gradients summed; 1 elsewhere
     micro_batches: int = Field(default=1, ge=1)
     # that stage fed by a process of its own, which sends it each micro-batch's input and

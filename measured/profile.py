@@ -29,12 +29,12 @@ machine at hand, never of the multi-worker runs a simulation is about to predict
   the 2-process one's bandwidth, as what a process moves sending as it receives.
 
 `run-real --recalibrate` measures these again beside the runs and pools the measurements
-(`real/pool.py`): a pooled fit says how many calibrations it pools (`measurements`).
+(`real/calibrate/pool.py`): a pooled fit says how many calibrations it pools (`measurements`).
 
 Each entry is a class of `measured/entries.py` (importable from here too); this module
 holds the profile, its look-ups, reading and writing the file, and loading the profiles a
 scenario's points name (`profiles_of`: the language keeps only the path). Both back ends
-and `reports` read it; the writer is `real/calibrate.py`.
+and `reports` read it; the writer is `real/calibrate/measure.py`.
 
     version: 1
     kind: trainscale-profile

@@ -27,7 +27,9 @@ from results.steps import summary_of
 from scenarios import UserError, load, vocab
 from scenarios.loader import Point, Scenario
 
-from . import calibrate, pool, runner
+from . import runner
+from .calibrate import measure as calibrate
+from .calibrate import pool
 from .interrupt import how_stopped, stopped_by_signals
 from .launcher import GaveUp, RunError
 from .runner import RealPoint
@@ -311,7 +313,7 @@ class _Recalibration:
     """run-real --recalibrate: before each run of a point, its compute and every probe its
     simulation takes numbers from (`calibrate.probes_of`) are measured again, each once
     per round of repeats; when every run is done they are pooled into the profile
-    (`real/pool.py`)."""
+    (`real/calibrate/pool.py`)."""
 
     def __init__(self, args: argparse.Namespace):
         self.path = Path(args.recalibrate)

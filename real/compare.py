@@ -5,7 +5,7 @@ from one command.
 2. `run-real FILE --recalibrate DIR/profile.yaml` runs every point for real (`DIR/real/`),
    measuring again just before each of its runs what the point's simulation takes from
    the profile (its single-worker compute and the probes: `calibrate.probes_of`) and
-   pooling those measurements into the profile (`real/pool.py`): the calibration sees
+   pooling those measurements into the profile (`real/calibrate/pool.py`): the calibration sees
    the machine as it was while the points ran (a VM's speed drifts over minutes);
 3. `simulate FILE --set cluster.profile=DIR/profile.yaml --defaults real` predicts them
    from the calibration alone, the fields the file leaves unset as run-real ran them
@@ -100,7 +100,7 @@ def _stop(child: subprocess.Popen[bytes]) -> None:
 
 def drift_warning(meta_path: Path) -> str | None:
     """One line when run-real found the machine changed between the calibration and the
-    runs by more than the probe's noise (`real/pool.py`, `drift`), else None."""
+    runs by more than the probe's noise (`real/calibrate/pool.py`, `drift`), else None."""
     try:
         moved = json.loads(meta_path.read_text()).get("machine_drift")
     except (OSError, ValueError):

@@ -1,7 +1,7 @@
 """Failures in real runs: the scenario's schedule of them, which process each kills, and
 the launches of a job they make, accounted as the contract says (`launch_with_failures`).
 Locally the job is launched again after each failure that stops it; on Spark the stage's
-own retry starts it again (`real/spark.py`)."""
+own retry starts it again (`real/spark/stage.py`)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from scenarios.spec import ScenarioSpec
 from .job import Job, Training
 from .launcher import Generation, InjectedFailure, Kill, Launcher, LaunchResult
 from .protocol import Checkpoint, Progress, Progressing, Record, Round, Serving, Step
-from .spark import SparkLauncher
-from .spark_task import planned
+from .spark.stage import SparkLauncher
+from .spark.task import planned
 from .summary import progress_index
 
 
@@ -127,7 +127,7 @@ def _spark_generations(
     spec: ScenarioSpec, jobs: list[Job], pending: list[Failure]
 ) -> Generator[Generation, None, None]:
     """Run the job as one Spark stage, which Spark's stage retry starts again after each
-    failure that stops it (`real/spark.py`)."""
+    failure that stops it (`real/spark/stage.py`)."""
     launcher = SparkLauncher.of(spec, jobs)
     kills = _kills(spec, pending)
     yield from launcher.generations(

@@ -15,7 +15,7 @@ parameter-server job's workers and servers, a pipeline's stages) and `Probe` (a
 calibration probe in place of training).
 
 The strategy plug-ins (`real/strategies/`), `trials` and `calibrate` make them; the local
-launcher (`real/launcher.py`) and each Spark task (`real/spark_task.py`) get them and
+launcher (`real/launcher.py`) and each Spark task (`real/spark/task.py`) get them and
 nothing else, and write each as the JSON file (`to_json`, with its tag) that
 `python -m real.process.worker JOB.json` reads back (`load_job`). Every field has the
 meaning below and a default, so a probe's job says only what it needs.

@@ -34,7 +34,7 @@ from .checks import check_supported, require_gpu
 from .failures import launch_with_failures
 from .job import Job, Place, Training, Trial
 from .launcher import GaveUp, Launcher, LaunchResult
-from .spark import SparkLauncher
+from .spark.stage import SparkLauncher
 from .strategies import strategy_of
 from .summary import summarize, trace_of
 from .trials import run_trials

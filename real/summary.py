@@ -1,5 +1,5 @@
 """From one launch's records to the results row and steps of a point, the simulator's way
-(`sim/metrics.py`): warm-up dropped, step times between consecutive step ends (an
+(`sim/engine/metrics.py`): warm-up dropped, step times between consecutive step ends (an
 asynchronous parameter server's: one worker's whole iteration), throughput over the
 measured window, where the time went; and the Chrome trace of what was measured."""
 

@@ -22,7 +22,7 @@ from scenarios.spec import ScenarioSpec
 from .job import Trial
 from .launcher import Launcher, LaunchResult, RunError
 from .protocol import Step
-from .spark import run_trials as on_spark
+from .spark.stage import run_trials as on_spark
 
 
 def run_trials(

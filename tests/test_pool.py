@@ -1,4 +1,4 @@
-"""Pooling measurements taken beside the runs into a profile (`real/pool.py`), and which
+"""Pooling measurements taken beside the runs into a profile (`real/calibrate/pool.py`), and which
 probes a point is measured again for (`calibrate.probes_of`). No TensorFlow needed."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from measured.profile import (
     dump_profile,
     load_profile,
 )
-from real.calibrate import probes_of
-from real.pool import RUN_TO_RUN_NOISE, Measured, drift, fold, pool_fits
+from real.calibrate.measure import probes_of
+from real.calibrate.pool import RUN_TO_RUN_NOISE, Measured, drift, fold, pool_fits
 from scenarios import loads
 
 PS = """

@@ -69,8 +69,8 @@ def test_the_check_finds_an_import_inside_a_function() -> None:
 
 def test_the_orchestration_imports_no_tensorflow() -> None:
     code = (
-        "import sys, real.cli, real.compare, real.runner, real.calibrate, real.spark, "
-        "real.spark_task; print(sorted({'tensorflow', 'keras', 'sklearn'} & set(sys.modules)))"
+        "import sys, real.cli, real.compare, real.runner, real.calibrate.measure, "
+        "real.spark.stage, real.spark.task; print(sorted({'tensorflow', 'keras', 'sklearn'} & set(sys.modules)))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT

@@ -118,7 +118,7 @@ def test_pipeline_trains_as_full_batch_sgd(schedule: str, tmp_path: Path, own: s
 
 
 def test_a_stage_fed_by_a_stage_of_no_layers_trains_alike(tmp_path: Path, own: str) -> None:
-    # the calibration's fed stage (real/calibrate_stage.py, measure_stage): a first stage of no
+    # the calibration's fed stage (real/calibrate/stage.py, measure_stage): a first stage of no
     # layers only sends each micro-batch on and takes its gradient back; the training is
     # still the whole MLP's, full batch
     from real.launcher import Launcher
@@ -268,11 +268,11 @@ def test_in_graph_is_one_process_driving_both_devices(tmp_path: Path, own: str) 
 
 
 def test_the_dispatch_probe_computes_gradients_and_applies_none(own: str) -> None:
-    """The dispatch probe (real/calibrate.py `measure_dispatch`): 2 processes at once,
+    """The dispatch probe (real/calibrate/measure.py `measure_dispatch`): 2 processes at once,
     then one process driving 2 devices, each step's forward and backward only. Every
     step trains on the same synthetic batch, so with no update each process's loss is
     the same at every step; trained, it falls."""
-    from real.calibrate import measure_dispatch
+    from real.calibrate.measure import measure_dispatch
     from real.launcher import Launcher
     from real.protocol import Step
     from real.runner import jobs_for

@@ -141,7 +141,7 @@ def entry(processes: int, ms: float, steps: int = 100) -> Any:
 
 def test_fold_pools_every_measurement_of_an_entry(tmp_path: Any) -> None:
     from measured.profile import load_profile
-    from real.pool import fold_compute
+    from real.calibrate.pool import fold_compute
 
     (tmp_path / "p.yaml").write_text(PROFILE)
     profile = load_profile(tmp_path / "p.yaml")
@@ -181,7 +181,8 @@ def test_recalibrate_measures_before_each_run_and_pools(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     from measured.profile import Messages, dump_profile, load_profile
-    from real import calibrate, cli
+    from real import cli
+    from real.calibrate import measure as calibrate
 
     scenario = tmp_path / "s.yaml"
     scenario.write_text(SCENARIO.replace("repeats: 3", "repeats: 2"))
@@ -325,7 +326,7 @@ def test_calibrate_measures_the_two_process_all_reduce_wherever_one_runs(
     # a sweep of 3 and 4 processes only: the 2-process fit is measured too (it sets what
     # a process moves sending as it receives), beside one per count of the sweep
     from measured.profile import CollectiveFit, Fit, Messages
-    from real import calibrate
+    from real.calibrate import measure as calibrate
 
     fit = {"latency": "1 ms", "bandwidth": "100 MB/s", "r2": 1.0, "max_rel_residual": 0.0}
     counts: list[int] = []

@@ -1,4 +1,4 @@
-"""Sharded data parallelism (sim/sharded.py, `strategy: {kind: sharded, stage}`) against
+"""Sharded data parallelism (sim/strategies/sharded.py, `strategy: {kind: sharded, stage}`) against
 the ZeRO paper's figures (Rajbhandari et al. 2020) and closed forms on an idle network."""
 
 from __future__ import annotations

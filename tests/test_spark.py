@@ -1,4 +1,4 @@
-"""run-real on Spark (`real.engine: spark`, real/spark.py): the same jobs as local runs,
+"""run-real on Spark (`real.engine: spark`, real/spark/stage.py): the same jobs as local runs,
 as one barrier stage on a local Spark master; and what it refuses, in one line.
 
 Skipped where TensorFlow or pyspark is not installed, or no Java runtime is found (.ci/run

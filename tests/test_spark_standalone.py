@@ -183,7 +183,7 @@ def test_executor_lost_recovers_and_worker_lost_keeps_what_finished(
 
 def _wait_for_step(shared: Path, step: int, proc: subprocess.Popen[str], seen: set[Path]) -> Path:
     """The run directory of a job under `shared` not in `seen`, once its process 1 has
-    reported `step` (its records: real/spark_task.py's RunDir)."""
+    reported `step` (its records: real/spark/task.py's RunDir)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""

@@ -1,4 +1,4 @@
-"""What a Spark task decides from the run directory (real/spark_task.py), without Spark:
+"""What a Spark task decides from the run directory (real/spark/task.py), without Spark:
 which attempt it is, when a failure is due and whose it is, and what a new attempt does
 after the one before ended."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from real.job import AllReduceWorker
 from real.protocol import Step
-from real.spark_task import JobTask, Planned, RunDir, Watch
+from real.spark.task import JobTask, Planned, RunDir, Watch
 
 
 def _step(n: int) -> Step:

@@ -3,7 +3,7 @@
     python tools/refit_convergence.py PROFILE --out NEW_PROFILE
 
 `run-real --calibrate` keeps every evaluation of its curves in the profile; this redoes
-only the least-squares fit (real/calibrate_convergence.py) on them, so that a profile
+only the least-squares fit (real/calibrate/convergence.py) on them, so that a profile
 measured before a change of the fit can be resimulated without running anything again.
 The fit's metric is the one the entry's fit was for; nothing else in the profile changes.
 """
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from measured.profile import dump_profile, load_profile  # noqa: E402
-from real.calibrate_convergence import fit  # noqa: E402
+from real.calibrate.convergence import fit  # noqa: E402
 from results.files import write_atomic  # noqa: E402
 
 

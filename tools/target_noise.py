@@ -24,7 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from real.calibrate_convergence import curve_jobs  # noqa: E402
+from real.calibrate.convergence import curve_jobs  # noqa: E402
 from real.launcher import Launcher  # noqa: E402
 from real.protocol import Eval  # noqa: E402
 from results.files import write_atomic  # noqa: E402

@@ -13,7 +13,7 @@
   all-reduce of S bytes, as nccl-tests' all_reduce_perf does.
 
 Each size is repeated and every repetition reported (`probe` events); the fit is done by
-the launcher's side (`real/calibrate_probes.py`).
+the launcher's side (`real/calibrate/probes.py`).
 """
 
 from __future__ import annotations

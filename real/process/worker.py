@@ -1,6 +1,6 @@
 """One TensorFlow process of `run-real`: `python -m real.process.worker JOB.json`.
 
-The launcher (`real/launcher.py`, or a Spark task, `real/spark_task.py`) writes the job
+The launcher (`real/launcher.py`, or a Spark task, `real/spark/task.py`) writes the job
 (`real/job.py`), sets `TF_CONFIG`, and reads this process's standard output: one JSON
 object per line (`real/protocol.py`). The job's kind says what the process is (`run`):
 

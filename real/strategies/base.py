@@ -11,7 +11,7 @@ from scenarios.spec import ScenarioSpec
 
 from ..job import Job, Place, Training
 
-#: one probe of the machine besides compute (real/calibrate.py `measure_probe`):
+#: one probe of the machine besides compute (real/calibrate/measure.py `measure_probe`):
 #: ("transfer",), ("allreduce", processes), ("in_graph", devices), ("dispatch", model,
 #: batch, devices), ("fed", model, batch, micro_batches), ("coordinator",) or ("update",
 #: model, dtype, servers)

@@ -5,7 +5,7 @@ What is measured (never the multi-worker runs a simulation will predict):
 - compute: the scenario's model and batch trained by one single-worker process (no
   strategy), with P such processes running at once for every P (workers per host) the
   scenario's points use: the step time, and what sharing the host's cores costs;
-- the probes (`real/calibrate_probes.py`): transfer, exchange and small messages between
+- the probes (`probes.py`): transfer, exchange and small messages between
   two processes; ClusterCoordinator's round trips and a synchronous round's update
   (parameter-server scenarios); all-reduce among N processes for every N > 1 the
   scenario's all-reduce points use, and among 2 wherever processes move tensors
@@ -39,8 +39,16 @@ from scenarios.dynamics import ScheduledFailure, StragglerSpec
 from scenarios.loader import Scenario
 from scenarios.spec import ScenarioSpec
 
-from .calibrate_convergence import calibrate_convergence
-from .calibrate_probes import (
+from ..checks import check_supported, require_gpu
+from ..failures import Failure, process_of
+from ..job import Job, Server, Training
+from ..launcher import InjectedFailure, Kill, Launcher, LaunchResult
+from ..protocol import Step
+from ..runner import jobs_for
+from ..strategies import Probe, strategy_of
+from .convergence import calibrate_convergence
+from .pool import Measured
+from .probes import (
     TIMEOUT_S,
     describe_coordinator,
     describe_fit,
@@ -52,15 +60,7 @@ from .calibrate_probes import (
     measure_update,
     single_worker,
 )
-from .calibrate_stage import measure_stage
-from .checks import check_supported, require_gpu
-from .failures import Failure, process_of
-from .job import Job, Server, Training
-from .launcher import InjectedFailure, Kill, Launcher, LaunchResult
-from .pool import Measured
-from .protocol import Step
-from .runner import jobs_for
-from .strategies import Probe, strategy_of
+from .stage import measure_stage
 
 #: steps timed per compute measurement (after the scenario's warm-up steps)
 COMPUTE_STEPS = 100
@@ -95,7 +95,7 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
     """`processes` single-worker training processes at once, beside `servers` TensorFlow
     server processes that only listen (as a job's parameter servers and coordinator do
     while its workers compute): their gRPC threads share the cores too. A pipeline's
-    point: its stages side by side (`real/calibrate_stage.py`)."""
+    point: its stages side by side (`stage.py`)."""
     if spec.strategy.pipelined:
         return measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, together=processes)
     base = jobs_for(single_worker(spec), 1)[0]

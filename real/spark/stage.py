@@ -3,7 +3,7 @@
 The TensorFlowOnSpark way: one barrier task per TensorFlow process (chief, workers,
 parameter servers), each running the same `python -m real.process.worker JOB.json` as the local
 launcher (`real/launcher.py`); what a task does, and the directory the tasks and the driver
-share, is in `real/spark_task.py`. The barrier stage feeds a shuffle, so that a failure
+share, is in `task.py`. The barrier stage feeds a shuffle, so that a failure
 that stops the job is recovered by Spark's own stage retry: every task starts again, waits
 out the downtime, and its process restores the last checkpoint. Cancelling the stage
 (timeout, Ctrl-C) leaves no process behind: each dies with its task.
@@ -29,10 +29,10 @@ from typing import Any
 from engines.spark import DEFAULT_MASTER, is_local, session
 from scenarios.spec import ScenarioSpec
 
-from . import protocol
-from .job import Job, Trial
-from .launcher import GaveUp, Generation, Kill, LaunchResult, RunError
-from .spark_task import JobTask, Planned, RunDir, run_process, where
+from .. import protocol
+from ..job import Job, Trial
+from ..launcher import GaveUp, Generation, Kill, LaunchResult, RunError
+from .task import JobTask, Planned, RunDir, run_process, where
 
 #: what Spark says when it stops retrying a stage
 GAVE_UP = "has failed the maximum allowable number of times"

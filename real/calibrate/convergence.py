@@ -30,10 +30,10 @@ from scenarios.training import Target
 from workloads.convergence import Updates, values
 from workloads.schedule import Schedule, schedule_of
 
-from .job import Job, Training
-from .launcher import Launcher
-from .protocol import Eval, Step
-from .runner import jobs_for
+from ..job import Job, Training
+from ..launcher import Launcher
+from ..protocol import Eval, Step
+from ..runner import jobs_for
 
 #: the batches of the single-worker curves where the scenario's points name fewer than
 #: two, in its batches per worker; at most MAX_CURVES of the points' own otherwise

@@ -1,12 +1,12 @@
 """What a Spark barrier task runs for `real.engine: spark`, and the files it shares.
 
-`real/spark.py` starts one task per TensorFlow process of a job (`JobTask`). Each task
+`stage.py` starts one task per TensorFlow process of a job (`JobTask`). Each task
 picks a free port on its own host, the tasks exchange `host:port` with
 `BarrierTaskContext.allGather`, and each starts `python -m real.process.worker JOB.json`, the same
 worker code as the local launcher, with the `TF_CONFIG` built from what they gathered. The
 process dies with the task (the kernel's parent-death signal).
 
-Tasks and the driver share one directory (`real/spark_files.py`'s `RunDir`).
+Tasks and the driver share one directory (`files.py`'s `RunDir`).
 
 A failure that stops the job makes its task fail, so the stage fails and Spark's stage
 retry starts every task again (the barrier stage feeds a shuffle, the only barrier stage
@@ -34,11 +34,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import protocol
-from .job import Job, reports
-from .launcher import CRASHES, START_ATTEMPTS, free_ports, last_error, process_env
-from .protocol import Done, Error, Progressing, Record
-from .spark_files import BEAT_S, Planned, RunDir
+from .. import protocol
+from ..job import Job, reports
+from ..launcher import CRASHES, START_ATTEMPTS, free_ports, last_error, process_env
+from ..protocol import Done, Error, Progressing, Record
+from .files import BEAT_S, Planned, RunDir
 
 #: seconds between looks at the run directory while a process runs
 POLL_S = 0.05

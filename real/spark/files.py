@@ -1,5 +1,5 @@
-"""The files a Spark job's tasks and its driver share (`real/spark_task.py`,
-`real/spark.py`), and the failures the tasks inject.
+"""The files a Spark job's tasks and its driver share (`task.py`,
+`stage.py`), and the failures the tasks inject.
 
 Tasks and the driver share one directory (`RunDir`: under `real.shared_dir` on a cluster),
 which outlives every attempt of the stage:
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import protocol
-from .protocol import Progressing, Record
+from .. import protocol
+from ..protocol import Progressing, Record
 
 #: seconds between a task's beats (`alive-G-I`), and without one before another task
 #: that saw its process fail counts it lost (its executor died, or Spark killed it)

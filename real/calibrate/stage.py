@@ -13,10 +13,10 @@ import numpy as np
 from measured.profile import ComputeEntry
 from scenarios.spec import ScenarioSpec
 
-from .launcher import Launcher, LaunchResult
-from .protocol import Step
-from .runner import common_of
-from .strategies.pipeline import pipeline_jobs
+from ..launcher import Launcher, LaunchResult
+from ..protocol import Step
+from ..runner import common_of
+from ..strategies.pipeline import pipeline_jobs
 
 
 def measure_stage(
@@ -24,7 +24,7 @@ def measure_stage(
 ) -> ComputeEntry:
     """One pipeline stage holding every layer, its process on one core, the batch in the
     point's micro-batches (their gradients summed), `steps` measured steps: what the
-    simulator cuts into stages (`run-real --calibrate`, real/calibrate.py). `together`
+    simulator cuts into stages (`run-real --calibrate`, measure.py). `together`
     such stages at once, on a core each (`processes`): a pipeline's stages share the
     memory and caches of the host as they work side by side. `fed`: a stage of no layers
     before it, on a core of its own, sends it each micro-batch's input and takes back the

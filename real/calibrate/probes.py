@@ -39,11 +39,11 @@ from measured.profile import (
 from scenarios.dynamics import StragglerSpec
 from scenarios.spec import ScenarioSpec, StrategySpec
 
-from .job import Job, Probe, Server
-from .launcher import Launcher, LaunchResult
+from ..job import Job, Probe, Server
+from ..launcher import Launcher, LaunchResult
+from ..protocol import ProbeSample
+from ..runner import COLLECTIVE_TIMEOUT_S, common_of
 from .pool import fit_alpha_beta
-from .protocol import ProbeSample
-from .runner import COLLECTIVE_TIMEOUT_S, common_of
 
 #: message sizes probed (bytes): 1 KiB to 32 MiB, roughly x8 apart
 SIZES = (1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 21, 1 << 23, 1 << 25)
