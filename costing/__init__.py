@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scenarios import vocab
-from scenarios.cluster import ClusterSpec
+from scenarios.sections.cluster import ClusterSpec
 from scenarios.spec import ScenarioSpec
 
 #: results.csv's columns this package fills (the vocabulary lists them last)

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scenarios.convergence import ConvergenceSpec
 from scenarios.fields import Bandwidth, Bytes, DType, PositiveSeconds, Seconds
+from scenarios.sections.convergence import ConvergenceSpec
 
 
 def _ms(seconds: float) -> str:

@@ -66,8 +66,8 @@ from pydantic import ValidationError, field_validator
 from scenarios.errors import ScenarioError
 from scenarios.loader import Scenario
 from scenarios.reading import read_yaml
+from scenarios.sections.strategy import serves_parameters
 from scenarios.spec import StrategySpec
-from scenarios.strategy import serves_parameters
 
 from .entries import (
     CLOSURES,

@@ -4,7 +4,7 @@ A file of `scenarios/published/` is a source's setup written as a scenario, plus
 `published` block: the citation, the table or figure, and one figure per measured point,
 each naming the swept values that pick its point (`at`). `figures(scenario)` returns each
 figure with its point; `make validate-published` simulates the points and compares.
-The block's fields are the language's (`scenarios/figures.py`); this matches them.
+The block's fields are the language's (`scenarios/sections/figures.py`); this matches them.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scenarios.errors import ScenarioError
-from scenarios.figures import PublishedPoint, PublishedSpec
 from scenarios.loader import Point, Scenario, sweep_paths
+from scenarios.sections.figures import PublishedPoint, PublishedSpec
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import numpy as np
 
 from costing import cost_usd
 from scenarios.loader import Point
-from scenarios.plan import PlanSpec
+from scenarios.sections.plan import PlanSpec
 from sim.costs.compute import ComputeModel
 from workloads import convergence
 from workloads.schedule import schedule_of

@@ -18,7 +18,7 @@ from typing import Any
 
 from measured.errors import interval
 from scenarios.loader import Point
-from scenarios.plan import PlanSpec
+from scenarios.sections.plan import PlanSpec
 
 #: per objective: its results.csv column to the target, for the whole run, and its unit
 COLUMNS: dict[str, tuple[str, str, str]] = {

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from scenarios.errors import UserError
-from scenarios.plan import PlanSpec
+from scenarios.sections.plan import PlanSpec
 
 from .evaluate import Judged
 

@@ -31,9 +31,9 @@ from scenarios.loader import (
     validate,
     with_profile_paths,
 )
-from scenarios.plan import PlanSpec
 from scenarios.point_ids import point_id_for, sweep_paths, sweep_varying
 from scenarios.reading import read_yaml
+from scenarios.sections.plan import PlanSpec
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TypeGuard
 
 from results.streams import stream
-from scenarios.dynamics import RandomFailure
+from scenarios.sections.dynamics import RandomFailure
 from scenarios.spec import ScenarioSpec
 
 from .job import Job, Training

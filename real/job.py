@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Literal, Self, TypeVar
 import numpy as np
 
 from results.streams import lognormal_factors, stream
-from scenarios.training import Target
+from scenarios.sections.training import Target
 from workloads.schedule import Schedule
 
 #: `data: digits` (real/process/data.py): pixels per image and classes of the data set, to

@@ -25,8 +25,8 @@ from results.stats import combine
 from scenarios import vocab
 from scenarios.errors import NotModelledError
 from scenarios.loader import Point, Scenario
+from scenarios.sections.strategy import algorithm_column
 from scenarios.spec import ScenarioSpec
-from scenarios.strategy import algorithm_column
 from workloads.convergence import curve_frame
 from workloads.schedule import schedule_of
 

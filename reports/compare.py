@@ -19,7 +19,7 @@ import pandas as pd
 
 from results.stats import t95
 from scenarios.errors import UserError
-from scenarios.strategy import serves_parameters
+from scenarios.sections.strategy import serves_parameters
 
 from .load import Run, records
 

@@ -30,8 +30,8 @@ from pydantic import BaseModel, ValidationError
 from .errors import ScenarioError
 from .point_ids import point_id_for, sweep_paths, sweep_varying, unique_id
 from .reading import read_yaml
+from .sections.strategy import Backend
 from .spec import ScenarioSpec, _LocatedError
-from .strategy import Backend
 
 SUPPORTED_VERSION = 1
 

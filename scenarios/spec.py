@@ -16,19 +16,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .backends import RealSpec, SimSpec
-from .cluster import ClusterSpec
-from .dynamics import (
+from .fields import Strict, _catalog_ref, _LocatedError
+from .sections.backends import RealSpec, SimSpec
+from .sections.cluster import ClusterSpec
+from .sections.dynamics import (
     CheckpointSpec,
     FailureSpec,
     RandomFailure,
     StragglerSpec,
 )
-from .fields import Strict, _catalog_ref, _LocatedError
-from .figures import PublishedSpec
-from .model import ModelSpec
-from .strategy import StrategySpec
-from .training import TrainingSpec
+from .sections.figures import PublishedSpec
+from .sections.model import ModelSpec
+from .sections.strategy import StrategySpec
+from .sections.training import TrainingSpec
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import strategy
+from .sections import strategy
 
 # Phases of a worker's timeline (trace events and time accounting).
 COMPUTE = "compute"

@@ -22,8 +22,8 @@ from measured.profile import profiles_of
 from results.files import claim_output, origin, provenance, results_frame
 from results.progress import Finished, Progress, by_key, finished, profile_hashes
 from scenarios import UserError, load, vocab
-from scenarios.backends import AUTO_TIMED_STEPS
-from scenarios.strategy import serves_parameters, trains_alone
+from scenarios.sections.backends import AUTO_TIMED_STEPS
+from scenarios.sections.strategy import serves_parameters, trains_alone
 from workloads.pipeline import fits_line
 
 from .costs.explain import run_summary

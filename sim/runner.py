@@ -20,10 +20,10 @@ from costing import point_costs
 from measured.profile import Profile, load_profile, profiles_of
 from results.stats import combine
 from scenarios import vocab
-from scenarios.dynamics import RandomFailure
 from scenarios.loader import Point, Scenario
+from scenarios.sections.dynamics import RandomFailure
+from scenarios.sections.strategy import algorithm_column
 from scenarios.spec import ScenarioSpec
-from scenarios.strategy import algorithm_column
 from workloads.convergence import curve_frame
 from workloads.pipeline import fits_line, memory_summary
 from workloads.schedule import schedule_of

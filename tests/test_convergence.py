@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from scenarios import load
-from scenarios.convergence import ConvergenceSpec
+from scenarios.sections.convergence import ConvergenceSpec
 from workloads import convergence
 from workloads.convergence import Updates, gain, progress, stale_factor
 
@@ -333,7 +333,7 @@ def test_calibration_curves_stop_past_the_target_over_several_shuffles() -> None
     """A calibration curve runs to half-way between the target and a perfect score, and
     each repeat shuffles by its own seed (the scenario's + the repeat)."""
     from real.calibrate.convergence import _curve_job, past
-    from scenarios.training import Target
+    from scenarios.sections.training import Target
 
     assert past(Target(metric="accuracy", value=0.92)) == Target(metric="accuracy", value=0.96)
     assert past(Target(metric="loss", value=0.3)) == Target(metric="loss", value=0.15)
@@ -350,7 +350,7 @@ def test_a_calibration_curve_runs_at_one_rate_to_past_the_target() -> None:
     a server never evaluates."""
     from real.calibrate.convergence import curve_jobs, past
     from real.job import Server
-    from scenarios.training import Target
+    from scenarios.sections.training import Target
     from workloads.schedule import Schedule
 
     library = Path(__file__).resolve().parent.parent / "scenarios/library"

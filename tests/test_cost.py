@@ -14,8 +14,8 @@ import pytest
 from costing import J_PER_KWH, billed_seconds, cost_usd, host_power_w, point_costs, power_w
 from real.runner import RealPoint, priced
 from scenarios import loads, vocab
-from scenarios.cluster import ClusterSpec
 from scenarios.errors import ScenarioError
+from scenarios.sections.cluster import ClusterSpec
 from sim.cli import main as simulate
 from sim.cli import summary_table
 

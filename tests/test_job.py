@@ -26,7 +26,7 @@ from real.job import (
 from real.runner import jobs_for
 from real.strategies.independent import Independent
 from scenarios import loads
-from scenarios.training import Target
+from scenarios.sections.training import Target
 from workloads.schedule import Schedule
 
 SCENARIO = """

@@ -31,7 +31,8 @@ def test_real_compares_no_kind_strings() -> None:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if KIND_COMPARISON.search(line)
     ]
-    assert not found, "ask StrategySpec (scenarios/strategy.py) instead:\n" + "\n".join(found)
+    ask = "ask StrategySpec (scenarios/sections/strategy.py) instead:\n"
+    assert not found, ask + "\n".join(found)
 
 
 def _function_imports(tree: ast.AST) -> list[tuple[int, str]]:
@@ -70,7 +71,8 @@ def test_the_check_finds_an_import_inside_a_function() -> None:
 def test_the_orchestration_imports_no_tensorflow() -> None:
     code = (
         "import sys, real.cli, real.compare, real.runner, real.calibrate.measure, "
-        "real.spark.stage, real.spark.task; print(sorted({'tensorflow', 'keras', 'sklearn'} & set(sys.modules)))"
+        "real.spark.stage, real.spark.task; "
+        "print(sorted({'tensorflow', 'keras', 'sklearn'} & set(sys.modules)))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT

@@ -112,7 +112,7 @@ def test_what_a_real_pipeline_cannot_run_is_refused_in_one_line(
 def test_both_backends_name_a_pipelines_collective_alike() -> None:
     # results rows pair only when `algorithm` matches (reports/compare.py): a pipeline's
     # is its replicas' collective in both backends, a parameter server has none
-    from scenarios.strategy import algorithm_column
+    from scenarios.sections.strategy import algorithm_column
     from sim.runner import _identity
 
     spec = spec_of("{kind: pipeline, stages: 2, micro_batches: 4}")

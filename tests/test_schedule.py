@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scenarios.training import LearningRate
+from scenarios.sections.training import LearningRate
 from workloads.schedule import schedule, schedule_of
 
 IMAGENET = 1_281_167  # training images (Russakovsky et al. 2015)

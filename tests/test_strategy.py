@@ -1,5 +1,6 @@
-"""scenarios/strategy.py: what follows from a strategy's kind, against figures worked out by
-hand, and the rule that nothing outside the spec compares kind strings (STYLE.md rule 23)."""
+"""scenarios/sections/strategy.py: what follows from a strategy's kind, against figures
+worked out by hand, and the rule that nothing outside the spec compares kind strings
+(STYLE.md rule 23)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 import pytest
 from conftest import ROOT, make_spec
 
-from scenarios import strategy
-from scenarios.strategy import StrategySpec
+from scenarios.sections import strategy
+from scenarios.sections.strategy import StrategySpec
 
 #: a kind compared by string: `.kind ==`, `!=` or `in` a kind's name, or a results row's
 #: `strategy` column `==` or `!=` one
@@ -108,12 +109,13 @@ def test_nothing_outside_the_spec_compares_kind_strings() -> None:
     found = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            if path == ROOT / "scenarios" / "strategy.py":
+            if path == ROOT / "scenarios" / "sections" / "strategy.py":
                 continue
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if KIND_COMPARISON.search(line):
                     found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
-    assert not found, "ask StrategySpec (scenarios/strategy.py) instead:\n" + "\n".join(found)
+    ask = "ask StrategySpec (scenarios/sections/strategy.py) instead:\n"
+    assert not found, ask + "\n".join(found)
 
 
 def test_the_check_finds_a_comparison() -> None:

@@ -34,7 +34,7 @@ import pytest
 import yaml
 
 from scenarios import catalog, loads
-from scenarios.convergence import ConvergenceSpec
+from scenarios.sections.convergence import ConvergenceSpec
 from sim import run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenarios import catalog
-from scenarios.convergence import ConvergenceSpec, Updates, values  # noqa: E402
+from scenarios.sections.convergence import ConvergenceSpec, Updates, values  # noqa: E402
 from workloads import convergence  # noqa: E402
 from workloads.schedule import schedule  # noqa: E402
 

@@ -10,7 +10,7 @@ global batch, the hyperparameters its reference tuned for that batch and the sam
 epochs) each of several seeded runs took to the benchmark's quality target
 (mlcommons/logging, mlperf_logging/rcp_checker/training_*/rcps_<benchmark>.json). Each
 figure below is the mean over the runs a file lists. With a rate tuned per batch the
-noisy quadratic (scenarios/convergence.py) predicts E(B) = E_min (1 + B / B_noise)
+noisy quadratic (scenarios/sections/convergence.py) predicts E(B) = E_min (1 + B / B_noise)
 samples to the target (McCandlish et al. 2018, eq. 2.11); its two parameters are fitted
 by least squares in log samples to some batches, and the `held` batches are predictions.
 Where a benchmark evaluates on a fixed grid of samples (RetinaNet every epoch, GPT-3
@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenarios import catalog  # noqa: E402
-from scenarios.convergence import ConvergenceSpec  # noqa: E402
+from scenarios.sections.convergence import ConvergenceSpec  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Statistical efficiency, the math: the progress each update of a schedule makes towards a
-target (the model and its parameters: `scenarios.convergence`)."""
+target (the model and its parameters: `scenarios.sections.convergence`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from scenarios import vocab
-from scenarios.convergence import ConvergenceSpec
-from scenarios.training import Target
+from scenarios.sections.convergence import ConvergenceSpec
+from scenarios.sections.training import Target
 
 #: updates integrated one by one; beyond, in this many chunks of equal count
 EXACT_UPDATES = 20_000

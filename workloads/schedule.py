@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scenarios.training import scale_of
+from scenarios.sections.training import scale_of
 
 if TYPE_CHECKING:
     from scenarios.spec import ScenarioSpec

@@ -10,7 +10,7 @@ past the target (`past`: half-way from it to a perfect score) or the scenario's 
 The curves then describe where the target is crossed, which is what the prediction is
 for, and not the long tail after it; one run's crossing moves by a third from one
 shuffle to the next (docs/validation.md), so each curve is repeated. Least squares then fits
-`model.convergence` (scenarios/convergence.py) to every evaluation of every run, each
+`model.convergence` (scenarios/sections/convergence.py) to every evaluation of every run, each
 predicted from that run's own rates, batches and (asynchronous) staleness. The early
 phase is not fitted (early_sharpness 1): a few curves of a small model do not tell it.
 The profile keeps the fit and how far it is from the runs (`rms`, in the metric's units).
@@ -24,9 +24,9 @@ from typing import Any, Literal
 import numpy as np
 
 from measured.profile import ConvergenceEntry, CurveFit
-from scenarios.convergence import ConvergenceSpec
+from scenarios.sections.convergence import ConvergenceSpec
+from scenarios.sections.training import Target
 from scenarios.spec import ScenarioSpec, StrategySpec
-from scenarios.training import Target
 from workloads.convergence import Updates, values
 from workloads.schedule import Schedule, schedule_of
 

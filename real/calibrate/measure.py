@@ -35,8 +35,8 @@ import numpy as np
 
 from measured.profile import ComputeEntry, Machine, Profile, RestartEntry, restart_job
 from measured.profile import server_processes as processes_serving
-from scenarios.dynamics import ScheduledFailure, StragglerSpec
 from scenarios.loader import Scenario
+from scenarios.sections.dynamics import ScheduledFailure, StragglerSpec
 from scenarios.spec import ScenarioSpec
 
 from ..checks import check_supported, require_gpu

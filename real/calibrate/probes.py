@@ -36,7 +36,7 @@ from measured.profile import (
     Sample,
     UpdateEntry,
 )
-from scenarios.dynamics import StragglerSpec
+from scenarios.sections.dynamics import StragglerSpec
 from scenarios.spec import ScenarioSpec, StrategySpec
 
 from ..job import Job, Probe, Server

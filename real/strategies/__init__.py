@@ -1,5 +1,5 @@
 """The strategies run-real runs, one plug-in per `strategy.kind` (STYLE.md rule 23), found
-by kind as the simulator's are (sim/strategies.py).
+by kind as the simulator's are (sim/strategies/__init__.py).
 
 A `Strategy` (`base.py`) says what run-real refuses of its kind (`problems`), the
 processes it launches (`jobs`) and the calibration probes its simulation needs
@@ -9,7 +9,7 @@ processes it launches (`jobs`) and the calibration probes its simulation needs
 
 from __future__ import annotations
 
-from scenarios.strategy import StrategySpec
+from scenarios.sections.strategy import StrategySpec
 
 from .allreduce import AllReduce
 from .base import Probe, Strategy

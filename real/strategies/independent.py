@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from scenarios.sections.trials import trial_grid
 from scenarios.spec import ScenarioSpec
-from scenarios.trials import trial_grid
 from workloads.schedule import schedule_of
 
 from ..job import Job, Place, Training, Trial, make

@@ -18,7 +18,7 @@ from typing import Any
 
 from measured.profile import Fit, Profile, load_profile
 from scenarios import catalog
-from scenarios.cluster import ClusterSpec, NetworkSpec
+from scenarios.sections.cluster import ClusterSpec, NetworkSpec
 from scenarios.spec import ScenarioSpec
 from scenarios.units import parse
 

@@ -3,15 +3,15 @@
 The event engine times every update of the point (`training.steps` after the warm-up steps:
 with a target, the bound). Here each update gets its rate from the point's schedule, the
 samples it averaged (the global batch less the backup workers' gradients; one worker's batch
-when asynchronous) and its gradient's staleness (recorded per push); `scenarios.convergence`
-turns them into the metric at every evaluation. An evaluation reads the held-out samples
-through one worker's forward pass and holds up the job while it runs, as run-real's do:
-under asynchronous parameter servers the event engine holds it behind a barrier
-(sim/strategies/parameter_server/asynchronous.py: the updates in flight end, then it runs);
-elsewhere each evaluation delays every update after it by its time. Times count from the
-start of the measured steps, as `training_time_s` does (the warm-up steps' updates count
-towards the target; their time, which on a real machine includes tracing the step, does
-not).
+when asynchronous) and its gradient's staleness (recorded per push);
+`scenarios.sections.convergence` turns them into the metric at every evaluation. An
+evaluation reads the held-out samples through one worker's forward pass and holds up the job
+while it runs, as run-real's do: under asynchronous parameter servers the event engine holds
+it behind a barrier (sim/strategies/parameter_server/asynchronous.py: the updates in flight
+end, then it runs); elsewhere each evaluation delays every update after it by its time.
+Times count from the start of the measured steps, as `training_time_s` does (the warm-up
+steps' updates count towards the target; their time, which on a real machine includes
+tracing the step, does not).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from scenarios import vocab
-from scenarios.backends import AUTO_TIMED_STEPS
 from scenarios.errors import ScenarioError
+from scenarios.sections.backends import AUTO_TIMED_STEPS
 from scenarios.spec import ScenarioSpec
 from workloads import convergence
 from workloads.schedule import schedule_of

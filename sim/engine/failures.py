@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from scenarios import vocab
-from scenarios.dynamics import RandomFailure, ScheduledFailure
 from scenarios.errors import ScenarioError
+from scenarios.sections.dynamics import RandomFailure, ScheduledFailure
 
 from .training import Process, Training
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from scenarios.strategy import StrategySpec
+from scenarios.sections.strategy import StrategySpec
 
 if TYPE_CHECKING:
     from .outcome import SimulationOutcome

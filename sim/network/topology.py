@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scenarios.cluster import ClusterSpec
+from scenarios.sections.cluster import ClusterSpec
 from sim.costs import Links
 
 #: paths have at most this many links (NIC out, core, NIC in); with ports that carry

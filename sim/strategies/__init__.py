@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scenarios.strategy import StrategySpec
+from scenarios.sections.strategy import StrategySpec
 from sim.engine.plugin import Engine, Strategy
 
 from .allreduce import lockstep

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from scenarios import vocab
-from scenarios.trials import trial_grid
+from scenarios.sections.trials import trial_grid
 from sim.engine.training import Process, Training
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from .fields import Strict
+from ..fields import Strict
 
 
 class PublishedPoint(Strict):

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .fields import (
+from ..fields import (
     COMPUTE_DTYPES,
     Bandwidth,
     Bytes,

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from .fields import Bandwidth, PositiveSeconds, Seconds, Strict
+from ..fields import Bandwidth, PositiveSeconds, Seconds, Strict
 
 
 class SlowWorkers(Strict):

@@ -70,7 +70,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from .fields import Count, Strict
+from ..fields import Count, Strict
 
 
 class ConvergenceSpec(Strict):

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .fields import PositiveSeconds, Strict
+from ..fields import PositiveSeconds, Strict
 
 
 class SimSpec(Strict):

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from .fields import Bytes, Strict, _LocatedError
+from ..fields import Bytes, Strict, _LocatedError
 
 #: fields that belong to some strategy kinds only
 _KINDS_OF_FIELD = {

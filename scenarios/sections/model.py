@@ -11,9 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from . import catalog, keras_layers
-from .convergence import ConvergenceSpec
-from .fields import (
+from .. import catalog, keras_layers
+from ..fields import (
     DTYPE_BYTES,
     Count,
     DType,
@@ -22,7 +21,8 @@ from .fields import (
     _catalog_ref,
     _LocatedError,
 )
-from .units import parse
+from ..units import parse
+from .convergence import ConvergenceSpec
 
 
 class Layer(Strict):
@@ -68,7 +68,7 @@ class ModelSpec(Strict):
     layers: tuple[Layer, ...] | None = None
     activations: Count | None = None
     tensor_exchange: Count | None = None
-    # statistical efficiency on its data set (scenarios/convergence.py): a catalog name,
+    # statistical efficiency on its data set (scenarios/sections/convergence.py): a catalog name,
     # a mapping, or, for a catalog model, its own entry where the catalog has one
     convergence: Annotated[ConvergenceSpec | None, _catalog_ref("convergence")] = None
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from .fields import Dollars, Seconds, Strict
+from ..fields import Dollars, Seconds, Strict
 
 #: what a plan may minimise: time (to the target where the scenario has one, otherwise
 #: the training time), cost in US dollars and energy in kWh, each likewise

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from .fields import Bytes, Strict, _LocatedError
+from ..fields import Bytes, Strict, _LocatedError
 
 #: images in scikit-learn's bundled digits set (`training.data: digits`)
 DIGITS_SAMPLES = 1797
