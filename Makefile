@@ -8,7 +8,7 @@ TF     := $(VENV)/.installed-tf
 # the folders are the packages (flat layout), so the note says nothing; keep it off the output
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
-.PHONY: demo test test-slow lint bench validate validate-published schema tour-plot clean
+.PHONY: demo test test-slow lint bench validate validate-published plan-check schema tour-plot clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainscale needs Python >= 3.11")'
@@ -59,6 +59,14 @@ validate: $(TF)
 # docs/validation-published.md
 validate-published: $(STAMP)
 	$(BIN)/python tools/validate_published.py
+
+# a plan against this machine: calibrate for its candidates, plan, run its first five with
+# run-real and check the plan's order (minutes; docs/planning.md). PLAN and ARGS choose:
+# make plan-check PLAN=scenarios/plans/digits-mlp.yaml ARGS="--repeats 4 --out runs/plan-check"
+PLAN ?= scenarios/plans/digits-mlp.yaml
+ARGS ?= --repeats 4 --out runs/plan-check
+plan-check: $(TF)
+	$(BIN)/python tools/plan_check.py $(PLAN) $(ARGS)
 
 schema: $(STAMP)
 	$(BIN)/python -m scenarios.schema > scenarios/.schema.json.tmp

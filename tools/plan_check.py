@@ -1,7 +1,8 @@
 """A plan against the real world: run its first candidates with `run-real` and check that
 every pair of them the runs tell apart is ordered as the plan ordered it.
 
-    python tools/plan_check.py scenarios/plans/digits-mlp.yaml --repeats 4 --out runs/plan-check
+    make plan-check PLAN=scenarios/plans/digits-mlp.yaml ARGS="--repeats 4 --out runs/plan-check"
+    (python tools/plan_check.py PLAN [--repeats N] [--out DIR] [--profile FILE] [--reuse])
 
 It calibrates this machine for the plan's candidates (`run-real --calibrate` on them as
 a sweep, into OUT/profile.yaml; `--profile FILE` takes one made before), runs `trainscale

@@ -6,7 +6,7 @@ talking; a parameter-server coordinator) runs the model over the held-out images
 an `eval` record (the update count, the host clock at its start and end, loss and
 accuracy) and stops training once the target is met. The evaluation's time is the job's:
 the updates after it wait for it, so time to target includes it, and the simulator
-charges it the same way (sim/convergence.py).
+charges it the same way (sim/engine/convergence.py).
 """
 
 from __future__ import annotations
