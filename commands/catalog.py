@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from scenarios import catalog
+from scenarios.sections.model import ModelSpec
 from scenarios.units import Kind, parse
 
 from .args import ArgumentParser, with_examples
@@ -221,11 +222,18 @@ def models() -> Table:
         e = catalog.entry("model", name)
         layers = e.get("layers")
         count = len(layers) if isinstance(layers, list) else layers
+        params, flops = e.get("params"), e.get("flops_per_sample")
+        shape = e.get("transformer")
+        if isinstance(shape, dict) and params is None:  # resolved by the counting rules
+            model = ModelSpec.model_validate(e)
+            params = model.total_params
+            flops = f"{sum(row[2] for row in model.layer_table())!r} FLOP"
+            count = shape.get("layers")
         rows.append(
             [
                 name,
-                _or_dash(_si(e.get("params"), "count"), lambda x: _scaled(x, "")),
-                _or_dash(_si(e.get("flops_per_sample"), "flops"), lambda x: _scaled(x, "FLOP")),
+                _or_dash(_si(params, "count"), lambda x: _scaled(x, "")),
+                _or_dash(_si(flops, "flops"), lambda x: _scaled(x, "FLOP")),
                 e.get("dtype", "float32"),
                 "-" if count is None else str(count),
                 (e.get("keras") or {}).get("builder", "-"),

@@ -108,11 +108,79 @@ class ScenarioSpec(Strict):
         if global_batch is None:
             return self
         where = self._replacing("global_batch", "batch_per_worker")
+        if self.strategy.hybrid:  # a copy of the model's batch: global over data-parallel
+            copies = self.strategy.copies(self.workers)
+            if global_batch % copies:
+                raise _LocatedError(
+                    where, f"{global_batch} does not divide evenly over data {copies}"
+                )
+            self._resolve(batch_per_worker=global_batch // copies)
+            return self
         if global_batch % self.workers:
             raise _LocatedError(
                 where, f"{global_batch} does not divide evenly over {self.workers} workers"
             )
         self._resolve(batch_per_worker=global_batch // self.workers)
+        return self
+
+    @model_validator(mode="after")
+    def _layout_fits(self) -> ScenarioSpec:
+        """A hybrid layout against its model and cluster: the sizes multiply to the
+        devices and divide what they split (Megatron-LM's own checks), each refused in one
+        line that names the field and the numbers."""
+        s = self.strategy
+        if not s.hybrid:
+            return self
+        model = self.model.transformer
+        if model is None:
+            raise _LocatedError(
+                ("model",),
+                f"{self.model.name}: kind hybrid lays out a transformer; give "
+                "model.transformer (or a catalog transformer: trainscale catalog models)",
+            )
+        devices = self.workers
+        product = s.tensor * s.pipeline * s.context
+        data = s.layout_data(devices)
+        if product * data != devices:
+            field = "data" if s.data is not None else "tensor"
+            raise _LocatedError(
+                ("strategy", field),
+                f"tensor {s.tensor} x pipeline {s.pipeline} x context {s.context} x data "
+                f"{data} = {product * data}, not the cluster's {devices} devices",
+            )
+        shape = model.shape()
+        stages = ("pipeline", "pipeline x virtual_stages")
+        checks = [
+            (("tensor", "tensor"), "model.transformer.heads", shape.heads, s.tensor),
+            (("tensor", "tensor"), "model.transformer.kv_heads", shape.kv_heads, s.tensor),
+            (("tensor", "tensor"), "model.transformer.ffn_hidden", shape.ffn_hidden, s.tensor),
+            (stages, "model.transformer.layers", shape.layers, s.pipeline * s.virtual_stages),
+            (("context", "context"), "model.transformer.sequence", shape.sequence, s.context),
+            (("expert", "expert"), "model.transformer.experts", shape.experts, s.expert),
+            (("expert", "expert"), "strategy.data", data, s.expert),
+        ]
+        if s.sequence_parallel:
+            sequence = ("model.transformer.sequence", shape.sequence, s.context * s.tensor)
+            checks.append((("tensor", "tensor x context"), *sequence))
+        for (field, by), what, whole, size in checks:
+            if whole % size:
+                raise _LocatedError(
+                    ("strategy", field), f"{by} {size} does not divide {what} {whole}"
+                )
+        batch = self.training.batch_per_worker
+        if batch % s.micro_batch:
+            raise _LocatedError(
+                ("strategy", "micro_batch"),
+                f"{s.micro_batch} does not divide a copy's batch {batch} "
+                "(training.batch_per_worker, or global_batch / data)",
+            )
+        micro = batch // s.micro_batch
+        if s.virtual_stages > 1 and micro % s.pipeline:
+            raise _LocatedError(
+                ("strategy", "virtual_stages"),
+                f"the interleaved schedule runs micro-batches in groups of pipeline "
+                f"{s.pipeline}: {micro} micro-batches a step do not divide into them",
+            )
         return self
 
     @model_validator(mode="after")

@@ -42,6 +42,9 @@ from typing import Any
 import pytest
 import yaml
 
+from scenarios import catalog
+from scenarios.sections.model import ModelSpec
+
 REPO = Path(__file__).resolve().parents[1]
 MODELS_DIR = REPO / "scenarios" / "catalog" / "models"
 MODELS = (
@@ -131,8 +134,39 @@ def _keras_layers() -> ModuleType:
 CLOSED_FORM = ("bert_large", "gpt3_175b", "retinanet_resnext50")
 
 
+#: the transformers given by their shape (`transformer:`), their tables by the counting
+#: rules (scenarios/transformer.py; tests/test_transformer_workload.py holds the counts)
+SHAPED = tuple(
+    sorted(
+        p.stem
+        for p in MODELS_DIR.glob("*.yaml")
+        if "transformer" in yaml.safe_load(p.read_text(encoding="utf-8"))
+        and p.stem not in CLOSED_FORM
+    )
+)
+
+
 def test_catalog_has_exactly_the_generated_models() -> None:
-    assert sorted(p.stem for p in MODELS_DIR.glob("*.yaml")) == sorted(MODELS + CLOSED_FORM)
+    names = sorted(p.stem for p in MODELS_DIR.glob("*.yaml"))
+    assert names == sorted(MODELS + CLOSED_FORM + SHAPED)
+
+
+@pytest.mark.parametrize("name", SHAPED)
+def test_a_shaped_transformer_has_its_published_size(name: str) -> None:
+    # each file's header names its size; Narayanan et al.'s Table 1 sizes to their
+    # printed 0.1 B, the released Llama and Mixtral counts exactly
+    exact = {
+        "llama2_7b": 6_738_415_616,
+        "llama2_70b": 68_976_648_192,
+        "llama3_8b": 8_030_261_248,
+        "mixtral_8x7b": 46_702_792_704,
+    }
+    model = ModelSpec.model_validate(catalog.entry("model", name))
+    if name in exact:
+        assert model.total_params == exact[name]
+    elif name.startswith("gpt_") and name not in ("gpt_175b", "gpt_22b", "gpt_1t"):
+        assert round(model.total_params / 1e9, 1) == float(name[4:-1])
+    assert len(model.layers or ()) == model.transformer.layers + 3  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("name", MODELS)

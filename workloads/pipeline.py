@@ -26,9 +26,12 @@ keeps whole, its layer norms', are not told apart). A model whose layers give no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scenarios.spec import ScenarioSpec
+from scenarios.transformer import Shape, mlp_matrices
+
+from .transformer import activation_bytes_per_layer, model_state_bytes
 
 #: optimizer slots per parameter: SGD with momentum (real/process/models.py trains with it)
 OPTIMIZER_SLOTS = 1
@@ -114,6 +117,44 @@ def schedule_of(kind: str, stages: int, micro: int, stage: int) -> list[tuple[st
     return ops
 
 
+def interleaved_order(
+    stages: int, micro: int, stage: int, virtual: int
+) -> list[tuple[str, int, int]]:
+    """The order of a stage's work in one step of the interleaved 1F1B schedule over
+    `virtual` chunks a device: ("F" | "B", micro-batch, chunk). Micro-batches go in groups
+    of `stages`; the k-th forward is chunk (k // p) mod v of micro-batch (k // (p v)) p +
+    k mod p, the k-th backward the same with the chunks from the last; a stage warms up
+    with 2 (p - stage - 1) + (v - 1) p forwards (all of them when m = p), then alternates
+    one forward and one backward (Megatron-LM's schedules.py,
+    forward_backward_pipelining_with_interleaving; Narayanan et al. 2021, section
+    2.2.2). Needs micro divisible by stages (`ScenarioSpec` checks)."""
+    total = micro * virtual
+
+    def chunk_micro(k: int, forward: bool) -> tuple[int, int]:
+        chunk = (k // stages) % virtual
+        return (chunk if forward else virtual - 1 - chunk), (
+            k // (stages * virtual)
+        ) * stages + k % stages
+
+    if micro == stages:
+        warm = total
+    else:
+        warm = min(total, 2 * (stages - stage - 1) + (virtual - 1) * stages)
+    ops: list[tuple[str, int, int]] = []
+    for k in range(warm):
+        chunk, j = chunk_micro(k, True)
+        ops.append(("F", j, chunk))
+    for k in range(total - warm):
+        chunk, j = chunk_micro(warm + k, True)
+        ops.append(("F", j, chunk))
+        chunk, j = chunk_micro(k, False)
+        ops.append(("B", j, chunk))
+    for k in range(total - warm, total):
+        chunk, j = chunk_micro(k, False)
+        ops.append(("B", j, chunk))
+    return ops
+
+
 def bubble_fraction(stages: int, micro_batches: int) -> float:
     """GPipe's (and non-interleaved 1F1B's) idle share of a step with uniform stages and
     free transfers: (p - 1) / (m + p - 1) (Huang et al. 2019)."""
@@ -136,8 +177,107 @@ class MemoryUse:
         return self.weights + self.gradients + self.optimizer + self.activations + self.buffers
 
 
+def dense_equivalent(shape: Shape) -> Shape:
+    """A mixture of experts' layer as a dense one whose MLP is top_k experts wide: what a
+    token passes through and what it keeps (K22's breakdown counts dense layers)."""
+    if shape.experts == 1:
+        return shape
+    return replace(shape, ffn_hidden=shape.ffn_hidden * shape.top_k, experts=1, top_k=1)
+
+
+def stage_params(spec: ScenarioSpec) -> list[list[float]]:
+    """A hybrid layout's parameters on one device, per stage and chunk: l / (p v) layers
+    over the tensor group (their experts' MLPs over the expert group too), the
+    embedding on stage 0's first chunk and the output layer (and final norm) on the last
+    stage's last chunk."""
+    s, model = spec.strategy, spec.model
+    assert model.transformer is not None  # ScenarioSpec checks it for kind hybrid
+    shape = model.transformer.shape()
+    table = model.layer_table()
+    embedding, output, per_layer = table[0][1], table[-1][1] + table[-2][1], table[1][1]
+    if shape.experts > 1 and s.expert > 1:
+        experts = shape.experts * mlp_matrices(shape) * shape.hidden * shape.ffn_hidden
+        per_layer -= experts * (1.0 - 1.0 / s.expert)
+    p, v, t = s.pipeline, s.virtual_stages, s.tensor
+    per_chunk = shape.layers // (p * v) * per_layer / t
+    out = []
+    for stage in range(p):
+        chunks = [per_chunk] * v
+        if stage == 0:
+            chunks[0] += embedding / t
+        if stage == p - 1:
+            chunks[-1] += output / t
+        out.append(chunks)
+    return out
+
+
+def layout_memory(spec: ScenarioSpec) -> list[MemoryUse]:
+    """A hybrid layout's device memory at its peak, per stage: Adam's mixed-precision state
+    by ZeRO's stage (Megatron's: bf16 weights with fp32 main gradients, 18 bytes a parameter
+    or 6 + 12/d with the distributed optimizer; fp16 20 or 4 + 16/d; ZeRO's stages 2 and 3
+    by Rajbhandari et al. 2020, 16 bytes a parameter in all), and the activations of the
+    layers and micro-batches in flight: a stage holds min(m, p - k) micro-batches of its l/p
+    layers under 1F1B (Korthikanti et al. 2022, eq. 5), the chunks its interleaved warm-up
+    runs plus one (Megatron's schedule), all m under GPipe; each layer's by Korthikanti et
+    al.'s Table 2 for its tensor split, sequence parallelism and recomputation (flash
+    attention keeps no s x s scores: their selective form); full recomputation adds one
+    layer's whole activations (the layer recomputed). Buffers: a micro-batch's activations
+    received and its gradient sent, and on the last stage its fp32 logits."""
+    s, model = spec.strategy, spec.model
+    assert model.transformer is not None
+    shape = dense_equivalent(model.transformer.shape())
+    data = s.layout_data(spec.workers)
+    precision = {"bfloat16": "megatron_bf16", "float16": "fp16", "float32": "fp32"}.get(
+        model.dtype, "mixed"
+    )
+    if s.stage >= 2:
+        precision = "mixed"
+    element = model.bytes_per_param
+    b, t, c, p, v = s.micro_batch, s.tensor, s.context, s.pipeline, s.virtual_stages
+    micro = spec.training.batch_per_worker // b
+    # flash attention keeps no s x s scores: the selective form (what a layer keeps
+    # without recomputation, or while it is recomputed)
+    keeps = "selective" if s.attention == "flash" and s.recompute == "none" else s.recompute
+    whole = "selective" if s.attention == "flash" else "none"
+    layer = activation_bytes_per_layer(shape, b, t, s.sequence_parallel, keeps) / c
+    whole_layer = activation_bytes_per_layer(shape, b, t, s.sequence_parallel, whole) / c
+    per_chunk = shape.layers // (p * v)
+    boundary = b * shape.sequence / c * shape.hidden * element / (t if s.sequence_parallel else 1)
+    out = []
+    for stage, chunks in enumerate(stage_params(spec)):
+        params = sum(chunks)
+        state = model_state_bytes(params, data, s.stage, precision)
+        weights = params * element / (data if s.stage >= 3 else 1)
+        grads = params * (4.0 if precision == "megatron_bf16" else 2.0)
+        grads /= data if s.stage >= 2 else 1
+        if s.schedule == "gpipe":
+            held = micro * per_chunk
+        elif v == 1:
+            held = min(micro, p - stage) * per_chunk
+        else:
+            warm = 2 * (p - stage - 1) + (v - 1) * p
+            held = min(micro * v, warm + 1) * per_chunk
+        activations = held * layer + (whole_layer if s.recompute == "full" else 0.0)
+        buffers = 2 * boundary if p > 1 else 0.0
+        if stage == p - 1:
+            buffers += 4.0 * b * shape.sequence * shape.vocab / (t * c)
+        out.append(
+            MemoryUse(
+                weights=weights,
+                gradients=grads,
+                optimizer=state - weights - grads,
+                activations=activations,
+                buffers=buffers,
+                activations_known=True,
+            )
+        )
+    return out
+
+
 def memory_of(spec: ScenarioSpec) -> list[MemoryUse]:
     """Each stage's device memory at its peak (one entry unless a pipeline)."""
+    if spec.strategy.hybrid:
+        return layout_memory(spec)
     model, strategy = spec.model, spec.strategy
     size = model.bytes_per_param
     table = model.layer_table()

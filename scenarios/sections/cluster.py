@@ -54,6 +54,12 @@ class DeviceSpec(Strict):
     ) = 0.5
     memory: Bytes | None = None
     memory_bandwidth: Bandwidth | None = None
+    # what a transformer's large matrix products reach of `peak_flops` (per dtype), and
+    # its memory-bound kernels (norms, softmax, dropout, the optimizer) of
+    # `memory_bandwidth`: the transformer layouts' model (kind hybrid); `efficiency` is
+    # what a whole CNN step reaches
+    matmul_efficiency: dict[str, Annotated[float, Field(gt=0, le=1)]] | None = None
+    memory_efficiency: float | None = Field(default=None, gt=0, le=1)
     samples_per_s: dict[str, Annotated[float, Field(gt=0)]] | None = None
     # gpu: collectives run on NCCL (its per-collective and per-step latencies apply);
     # cpu: TensorFlow's gRPC ring on the host
@@ -66,7 +72,7 @@ class DeviceSpec(Strict):
     def _one_figure_for_all(cls, value: Any) -> Any:
         return {"any": value} if isinstance(value, str) else value
 
-    @field_validator("peak_flops", "efficiency")
+    @field_validator("peak_flops", "efficiency", "matmul_efficiency")
     @classmethod
     def _known_dtypes(cls, value: Any) -> Any:
         for key in value if isinstance(value, dict) else ():
@@ -113,8 +119,19 @@ class LinkSpec(Strict):
     step_latency: Seconds = 0.0
 
 
+class TierSpec(Strict):
+    """One tier of a fat-tree, from the leaves up: `hosts` under one switch group of the
+    tier (a leaf's hosts; a pod's; the whole fabric's), and the tier's oversubscription
+    (its hosts' bandwidth down over its bandwidth up, 1: non-blocking)."""
+
+    hosts: int = Field(ge=1)
+    oversubscription: float = Field(default=1.0, ge=1.0)
+
+
 class NetworkSpec(Strict):
-    """Each host's NIC into one switch (per direction), and the switch's oversubscription."""
+    """Each host's NIC into one switch (per direction), and the switch's oversubscription;
+    or, with `rails`, that many NICs a host, NIC i of every host on leaf switch i (a
+    rail-optimized fabric), and `tiers` of a fat-tree above the leaves."""
 
     name: str = "custom"
     base: str | None = None
@@ -133,6 +150,24 @@ class NetworkSpec(Strict):
     # pulls from and pushes to one parameter server this together. Read only with
     # protocol tcp; null: no ceiling beyond the link's share
     stream_bandwidth: Bandwidth | None = None
+    # NICs per host, each of `bandwidth`, NIC i of every host on rail (leaf switch) i; null:
+    # one NIC a host. Read by the transformer layouts' model (kind hybrid)
+    rails: int | None = Field(default=None, ge=1)
+    # the fat-tree above the NICs, leaves first: a message between two hosts crosses up to
+    # the lowest tier whose switch group holds both, at the NIC's bandwidth over the
+    # product of the oversubscriptions on its way (docs/simulator.md, "Fat-trees");
+    # empty: one switch of `oversubscription`
+    tiers: tuple[TierSpec, ...] = ()
+
+    @model_validator(mode="after")
+    def _tiers_grow(self) -> NetworkSpec:
+        for lower, upper in zip(self.tiers, self.tiers[1:], strict=False):
+            if upper.hosts < lower.hosts or upper.hosts % lower.hosts:
+                raise ValueError(
+                    f"tiers: a tier of {upper.hosts} hosts above one of {lower.hosts}: each "
+                    "tier holds a whole number of the groups below it"
+                )
+        return self
 
 
 class PriceSpec(Strict):

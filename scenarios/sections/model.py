@@ -1,17 +1,18 @@
 """The model of a scenario (`model:`): its totals or its layers, and what follows from them.
 
-A catalog name, totals (params, FLOP per sample), a per-layer table, or a Keras builder
-whose table is computed without TensorFlow; validated, every layer is resolved to
-parameters, forward and backward FLOP per sample (docs/scenarios.md, "model").
+A catalog name, totals (params, FLOP per sample), a per-layer table, a Keras builder
+whose table is computed without TensorFlow, or a transformer's shape (`transformer:`,
+its table by the published counts, `scenarios/transformer.py`); validated, every layer is
+resolved to parameters, forward and backward FLOP per sample (docs/scenarios.md, "model").
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .. import catalog, keras_layers
+from .. import catalog, keras_layers, transformer
 from ..fields import (
     DTYPE_BYTES,
     Count,
@@ -43,6 +44,95 @@ class Layer(Strict):
     tensor_exchange: Count | None = None
 
 
+class TransformerSpec(Strict):
+    """A decoder-only transformer by its shape, as its users write it (Megatron-LM's
+    arguments): `style` gpt (GeLU MLP, biases, LayerNorm, learned positions, the output
+    tied to the embedding) or llama (SwiGLU MLP, no biases, RMSNorm, rotary positions, an
+    output layer of its own); `kv_heads` below `heads` for grouped-query attention;
+    `experts` and `top_k` for a mixture of experts."""
+
+    layers: int = Field(ge=1)
+    hidden: int = Field(ge=1)
+    heads: int = Field(ge=1)
+    kv_heads: int | None = Field(default=None, ge=1)  # default: heads
+    ffn_hidden: int | None = Field(default=None, ge=1)  # default: 4 hidden
+    sequence: int = Field(ge=1)
+    vocab: int = Field(ge=1)
+    experts: int = Field(default=1, ge=1)
+    top_k: int = Field(default=1, ge=1)
+    style: Literal["gpt", "llama"] = "gpt"
+    tied_embeddings: bool | None = None  # default: gpt ties them, llama does not
+    dtype: DType | None = None  # the model's dtype, where the block gives it
+
+    @model_validator(mode="after")
+    def _fits_together(self) -> TransformerSpec:
+        for field, whole, part in (
+            ("heads", self.hidden, self.heads),
+            ("kv_heads", self.heads, self.kv_heads or self.heads),
+        ):
+            if whole % part:
+                over = "hidden" if field == "heads" else "heads"
+                raise _LocatedError((field,), f"{part} does not divide {over} {whole}")
+        if self.top_k > self.experts:
+            raise _LocatedError(("top_k",), f"{self.top_k} is more than experts {self.experts}")
+        return self
+
+    def shape(self) -> transformer.Shape:
+        """The counting rules' shape (`scenarios/transformer.py`)."""
+        return transformer.Shape(
+            layers=self.layers,
+            hidden=self.hidden,
+            heads=self.heads,
+            kv_heads=self.kv_heads or self.heads,
+            ffn_hidden=self.ffn_hidden or 4 * self.hidden,
+            sequence=self.sequence,
+            vocab=self.vocab,
+            gated=self.style == "llama",
+            experts=self.experts,
+            top_k=self.top_k,
+            tied_embeddings=self.style == "gpt"
+            if self.tied_embeddings is None
+            else self.tied_embeddings,
+        )
+
+    def table(self) -> list[dict[str, Any]]:
+        """The layer table (per sequence): the embeddings, every layer, the final norm and
+        the output layer, their parameters adding up to `transformer.params`; a layer
+        keeps `activations` elements for its backward (Korthikanti et al. 2022, eq. 1:
+        sbh (34 + 5as/h) bytes of 16-bit values) and exchanges 2 s h elements across a
+        tensor-parallel split (Shoeybi et al. 2019)."""
+        shape = self.shape()
+        h, s, v = shape.hidden, shape.sequence, shape.vocab
+        gpt = self.style == "gpt"
+        total = transformer.params(shape, style=self.style)
+        embedding = v * h + (s * h if gpt else 0)
+        output = 0 if shape.tied_embeddings else v * h
+        final = 0 if gpt else h
+        layer = (total - embedding - output - final) / shape.layers
+        forward = sum(transformer.flops_per_layer_forward(shape, 1.0).values())
+        kept = s * h * (34 + 5 * shape.heads * s / h) / 2
+        rows: list[dict[str, Any]] = [{"name": "embeddings", "params": embedding}]
+        rows += [
+            {
+                "name": f"layer{i}",
+                "params": layer,
+                "flops": f"{forward!r} FLOP",
+                "activations": kept,
+                "tensor_exchange": 2 * s * h,
+            }
+            for i in range(shape.layers)
+        ]
+        rows.append({"name": "final_norm", "params": final})
+        rows.append(
+            {
+                "name": "logits",
+                "params": output,
+                "flops": f"{transformer.logits_flops(shape, 1.0) / 3!r} FLOP",
+            }
+        )
+        return rows
+
+
 class KerasSpec(BaseModel):
     """What run-real builds: a builder name and its arguments (free-form per builder)."""
 
@@ -71,6 +161,8 @@ class ModelSpec(Strict):
     # statistical efficiency on its data set (scenarios/sections/convergence.py): a catalog name,
     # a mapping, or, for a catalog model, its own entry where the catalog has one
     convergence: Annotated[ConvergenceSpec | None, _catalog_ref("convergence")] = None
+    # a decoder-only transformer by its shape: the layer table follows from it
+    transformer: TransformerSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -123,6 +215,27 @@ class ModelSpec(Strict):
             if data.get(field) is not None:
                 layer[field] = data[field]
         data["layers"] = [{"name": f"layer{i}", **layer} for i in range(n)]
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _layers_from_transformer(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("transformer"), dict):
+            return data
+        try:
+            spec = TransformerSpec.model_validate(data["transformer"])
+        except ValueError:
+            return data  # the field's own validation names what is wrong
+        data = dict(data)
+        if spec.dtype is not None:
+            if "dtype" in data and data["dtype"] != spec.dtype:
+                raise _LocatedError(
+                    ("transformer", "dtype"), f"{spec.dtype} disagrees with dtype {data['dtype']}"
+                )
+            data["dtype"] = spec.dtype
+        data.setdefault("input_shape", [spec.sequence])
+        if not data.get("layers") and data.get("params") is None:
+            data["layers"] = spec.table()
         return data
 
     @model_validator(mode="before")

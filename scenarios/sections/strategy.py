@@ -3,7 +3,10 @@
 Data parallelism (`allreduce`, `parameter_server`), independent trials, and model
 parallelism as a pipeline of stages (`pipeline`, GPipe or 1F1B; docs/simulator.md,
 Pipelines), its replicas' gradients all-reduced among them, or pushed to parameter
-servers where `servers` is given.
+servers where `servers` is given; a transformer's layout as Megatron-LM and DeepSpeed
+users write it (`hybrid`: tensor x pipeline x data, with context parallelism,
+interleaved virtual stages, micro-batches, ZeRO's stage and recomputation;
+docs/simulator.md, "Transformer layouts").
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ _KINDS_OF_FIELD = {
     "library": ("allreduce",),
     "fusion_buffer": ("allreduce", "parameter_server", "sharded"),
     "overlap": ("allreduce", "parameter_server", "sharded"),
-    "stage": ("sharded",),
+    "stage": ("sharded", "hybrid"),
     "servers": ("parameter_server", "pipeline"),
     "placement": ("parameter_server",),
     "partition": ("parameter_server", "pipeline"),
@@ -32,9 +35,18 @@ _KINDS_OF_FIELD = {
     "trials": ("independent",),
     "stages": ("pipeline",),
     "micro_batches": ("pipeline",),
-    "schedule": ("pipeline",),
+    "schedule": ("pipeline", "hybrid"),
     "split": ("pipeline",),
-    "tensor": ("pipeline",),
+    "tensor": ("pipeline", "hybrid"),
+    "pipeline": ("hybrid",),
+    "data": ("hybrid",),
+    "context": ("hybrid",),
+    "expert": ("hybrid",),
+    "virtual_stages": ("hybrid",),
+    "micro_batch": ("hybrid",),
+    "sequence_parallel": ("hybrid",),
+    "recompute": ("hybrid",),
+    "attention": ("hybrid",),
     "replication": ("allreduce",),
 }
 
@@ -71,9 +83,9 @@ def algorithm_column(strategy: StrategySpec) -> str:
 
 
 class StrategySpec(Strict):
-    kind: Literal["allreduce", "parameter_server", "independent", "pipeline", "sharded"] = (
-        "allreduce"
-    )
+    kind: Literal[
+        "allreduce", "parameter_server", "independent", "pipeline", "sharded", "hybrid"
+    ] = "allreduce"
     sync: bool = True
     # allreduce; pipeline: how the replicas of a stage all-reduce its gradients
     algorithm: Literal["ring", "hierarchical", "tree", "halving_doubling"] = "ring"
@@ -118,13 +130,46 @@ class StrategySpec(Strict):
     split: Literal["balanced"] | tuple[Annotated[int, Field(ge=1)], ...] = "balanced"
     # sharded (ZeRO, Rajbhandari et al. 2020; FSDP): what the workers divide among them
     # beyond the optimizer's state (stage 1): the gradients too (2), and the parameters (3)
-    stage: Literal[1, 2, 3] = 1
+    stage: Literal[0, 1, 2, 3] = 1
     # allreduce: one process (client) per device (between_graph), or one per host driving
     # every device of it (in_graph: TensorFlow's MirroredStrategy)
     replication: Literal["between_graph", "in_graph"] = "between_graph"
     # pipeline: each stage's layers split over `tensor` devices (Megatron's column and row
-    # splits), which all-reduce what the layers exchange (Layer.tensor_exchange)
+    # splits), which all-reduce what the layers exchange (Layer.tensor_exchange); hybrid:
+    # the tensor-parallel size (Megatron's --tensor-model-parallel-size)
     tensor: int = Field(default=1, ge=1)
+    # hybrid (a transformer model): the sizes of a layout whose product is the devices,
+    # as Megatron-LM's arguments name them: `pipeline` stages, `data` copies (None: the
+    # devices left over), `context` (the sequence split), `expert` (the MoE experts split
+    # among data-parallel ranks); each device runs `virtual_stages` chunks of the layers
+    # (the interleaved 1F1B schedule); a copy's batch (training.batch_per_worker, or
+    # global_batch / data) runs in micro-batches of `micro_batch` sequences; `stage` is
+    # ZeRO's (0: none; 1: the distributed optimizer); `sequence_parallel` shards the layer
+    # norms and dropouts over the tensor group (Korthikanti et al. 2022); `recompute`:
+    # none, selective (the attention's core) or full (every layer's forward again)
+    pipeline: int = Field(default=1, ge=1)
+    data: int | None = Field(default=None, ge=1)
+    context: int = Field(default=1, ge=1)
+    expert: int = Field(default=1, ge=1)
+    virtual_stages: int = Field(default=1, ge=1)
+    micro_batch: int = Field(default=1, ge=1)
+    sequence_parallel: bool = False
+    recompute: Literal["none", "selective", "full"] = "none"
+    # hybrid: how the attention's core runs: flash (one fused kernel that keeps no s x s
+    # matrix and recomputes the scores in its backward, Dao et al. 2022; Megatron-LM's
+    # default through Transformer Engine) or unfused (softmax and dropout over the s x s
+    # scores in memory, Megatron-LM of 2021-22: Narayanan et al., Korthikanti et al.)
+    attention: Literal["flash", "unfused"] = "flash"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _layout_defaults(cls, data: Any) -> Any:
+        """A hybrid layout runs without ZeRO and on 1F1B unless told otherwise (Megatron's
+        defaults), where the other kinds that take the fields start from stage 1 and
+        GPipe."""
+        if isinstance(data, dict) and data.get("kind") == "hybrid":
+            data = {"stage": 0, "schedule": "1f1b", **data}
+        return data
 
     @property
     def parameter_servers(self) -> int:
@@ -150,6 +195,18 @@ class StrategySpec(Strict):
     def pipelined(self) -> bool:
         """Model parallelism: the layers cut into stages (`pipeline`)."""
         return self.kind == "pipeline"
+
+    @property
+    def hybrid(self) -> bool:
+        """A transformer's layout: tensor x pipeline x data (x context), `hybrid`."""
+        return self.kind == "hybrid"
+
+    def layout_data(self, workers: int) -> int:
+        """A hybrid layout's data-parallel size on `workers` devices: `data` where given,
+        else the devices over tensor x pipeline x context."""
+        if self.data is not None:
+            return self.data
+        return max(1, workers // (self.tensor * self.pipeline * self.context))
 
     @property
     def trains_alone(self) -> bool:
@@ -183,8 +240,10 @@ class StrategySpec(Strict):
         return counts_updates(self.kind, self.sync)
 
     def copies(self, workers: int) -> int:
-        """The copies of the model among `workers` devices: one per device, or one per
-        `stages x tensor` devices of a pipeline."""
+        """The copies of the model among `workers` devices: one per device, one per
+        `stages x tensor` devices of a pipeline, or a hybrid layout's data-parallel size."""
+        if self.hybrid:
+            return self.layout_data(workers)
         return max(1, workers // (self.stages * self.tensor)) if self.pipelined else workers
 
     def averaged(self, workers: int, devices_per_host: int = 1) -> int:
@@ -223,6 +282,26 @@ class StrategySpec(Strict):
         `replication: in_graph`)."""
         return self.kind == "allreduce" and self.replication == "in_graph"
 
+    def _check_layout(self) -> None:
+        """What a hybrid layout needs of itself alone (what it needs of the model and the
+        cluster, `ScenarioSpec` checks)."""
+        if not self.sync:
+            raise ValueError("kind hybrid is synchronous (a flush every step): sync: true")
+        if self.virtual_stages > 1 and self.pipeline == 1:
+            raise ValueError(
+                f"virtual_stages {self.virtual_stages} interleaves a pipeline: pipeline > 1"
+            )
+        if self.virtual_stages > 1 and self.schedule == "gpipe":
+            raise ValueError("virtual_stages interleave the 1F1B schedule, not gpipe")
+        if self.sequence_parallel and self.tensor == 1:
+            raise ValueError("sequence_parallel splits over the tensor group: tensor > 1")
+        if self.stage > 1 and self.pipeline > 1:
+            raise ValueError(
+                f"stage {self.stage} shards gradients across micro-batches, which a pipeline "
+                "accumulates (Megatron and DeepSpeed take ZeRO 2 and 3 without one): "
+                "stage 0 or 1, or pipeline 1"
+            )
+
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> StrategySpec:
         for field, kinds in _KINDS_OF_FIELD.items():
@@ -242,6 +321,10 @@ class StrategySpec(Strict):
                 raise ValueError(
                     f"split gives {len(self.split)} stage(s) but stages is {self.stages}"
                 )
+        if self.kind == "hybrid":
+            self._check_layout()
+        if self.kind == "sharded" and self.stage == 0:
+            raise ValueError("kind sharded divides the state: stage 1, 2 or 3 (0 is plain data)")
         if self.kind == "sharded" and not self.sync:
             raise ValueError(
                 "kind sharded is synchronous (an update needs every shard): sync: true"

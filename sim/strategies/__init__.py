@@ -3,7 +3,8 @@ rule 23), found by kind as `sim/network/collectives.py`'s `ALGORITHMS` finds a c
 
 A plug-in (`Strategy`, `sim/engine/plugin.py`) says what the engine needs to know of a
 kind and nothing else asks: the training that runs it (its package or module here:
-`allreduce/`, `parameter_server/`, `pipeline.py`, `sharded.py`, `independent.py`), the
+`allreduce/`, `parameter_server/`, `hybrid/`, `pipeline.py`, `sharded.py`,
+`independent.py`), the
 strategy of its one-worker baseline (scaling efficiency's denominator), the faster engine
 that may time it, and which failures it survives without restarting the job. This module
 is the one place that knows them all; no module of a strategy imports it.
@@ -18,6 +19,8 @@ from sim.engine.plugin import Engine, Strategy
 
 from .allreduce import lockstep
 from .allreduce.training import AllreduceTraining
+from .hybrid import engine as hybrid_engine
+from .hybrid.training import HybridTraining
 from .independent import IndependentTrials
 from .parameter_server import lockstep as ps_lockstep
 from .parameter_server.training import ParameterServerTraining
@@ -86,6 +89,23 @@ class Pipeline(_Strategy):
         return StrategySpec()
 
 
+class Hybrid(_Strategy):
+    """A transformer's tensor x pipeline x data layout (hybrid/); any failure stops the
+    job. Its one-worker baseline is the same model on one device (as far as it would
+    fit, it is timed), its faster engine the schedule laid out once (`hybrid/engine.py`)."""
+
+    def training(self, sim: Simulation, start_step: int) -> Training:
+        return HybridTraining(sim, start_step)
+
+    def baseline(self, strategy: StrategySpec) -> StrategySpec:
+        return StrategySpec.model_validate(
+            {"kind": "hybrid", "micro_batch": strategy.micro_batch, "recompute": strategy.recompute}
+        )
+
+    def engine(self, strategy: StrategySpec) -> Engine | None:
+        return hybrid_engine
+
+
 class Independent(_Strategy):
     """Trials on the worker slots, each training alone (independent.py)."""
 
@@ -108,6 +128,7 @@ STRATEGIES: dict[str, Strategy] = {
     "independent": Independent(),
     "pipeline": Pipeline(),
     "sharded": Sharded(),
+    "hybrid": Hybrid(),
 }
 
 

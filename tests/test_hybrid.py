@@ -1,0 +1,296 @@
+"""Transformer layouts (sim/strategies/hybrid/, `strategy.kind: hybrid`): the pipeline
+schedules against their closed forms, the event engine and the laid-out engine equal on
+random small layouts, each part of a pass against its formula, the refusals of layouts
+that do not divide, and the GPT-3 175B case of Narayanan et al. 2021."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scenarios.spec import ScenarioSpec
+from sim.engine.metrics import summarize
+from sim.simulation import Simulation
+from sim.strategies.hybrid import engine as hybrid_engine
+from sim.strategies.hybrid import schedule
+from sim.strategies.hybrid.costs import Layout, costs_of, size_derate
+from workloads.pipeline import layout_memory
+
+SMALL = {"layers": 8, "hidden": 256, "heads": 8, "sequence": 128, "vocab": 1024}
+BASE: dict[str, Any] = {
+    "version": 1,
+    "name": "hybrid-test",
+    "model": {"name": "tiny-gpt", "transformer": SMALL, "dtype": "bfloat16"},
+    "cluster": {
+        "hosts": 2,
+        "devices_per_host": 4,
+        "device": "a100",
+        "host_link": "nvlink3",
+        "network": "dgx-a100-hdr",
+    },
+    "training": {"batch_per_worker": 8, "steps": 3, "warmup_steps": 1},
+    "strategy": {"kind": "hybrid", "tensor": 2, "pipeline": 2, "micro_batch": 1},
+}
+
+
+def spec_of(**sets: Any) -> ScenarioSpec:
+    doc = copy.deepcopy(BASE)
+    for path, value in sets.items():
+        node = doc
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+    return ScenarioSpec.model_validate(doc)
+
+
+# -- the schedules ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "stages", "micro", "virtual"),
+    [("1f1b", 4, 8, 1), ("gpipe", 4, 8, 1), ("1f1b", 4, 3, 1), ("1f1b", 4, 8, 2),
+     ("1f1b", 8, 16, 4), ("1f1b", 4, 4, 3), ("1f1b", 1, 5, 1)],
+)  # fmt: skip
+def test_equal_stages_take_the_published_closed_forms(
+    kind: str, stages: int, micro: int, virtual: int
+) -> None:
+    # (m + p - 1)(F + B) for GPipe and 1F1B (Narayanan et al. 2021, eq. 1); interleaved
+    # over v chunks (m + (p - 1)/v)(F + B) (section 2.2.2), free transfers
+    forward, backward = 1.0, 2.0
+    orders = schedule.stage_orders(kind, stages, micro, virtual)
+    timed = schedule.run(
+        orders, lambda s, p: (forward if p[0] == "F" else backward) / virtual, 0.0, virtual
+    )
+    makespan = max(t.end for t in timed)
+    assert makespan == pytest.approx((micro + (stages - 1) / virtual) * (forward + backward))
+    # each stage runs every micro-batch's forward and backward of every chunk once
+    for order in orders:
+        assert sorted(order) == sorted(
+            (op, j, c) for op in "FB" for j in range(micro) for c in range(virtual)
+        )
+
+
+def test_the_bubble_shrinks_by_the_chunks() -> None:
+    # the idle share of a step, (p - 1)/(m v + p - 1) with v chunks: interleaving by v
+    # divides the bubble time by v (Narayanan et al. 2021, section 2.2.2)
+    stages, micro = 4, 8
+    for virtual in (1, 2, 4):
+        orders = schedule.stage_orders("1f1b", stages, micro, virtual)
+        timed = schedule.run(orders, lambda s, p, v=virtual: 1.0 / v, 0.0, virtual)
+        busy = sum(t.busy for t in timed)
+        makespan = max(t.end for t in timed)
+        bubble = 1 - busy / (stages * makespan)
+        assert bubble == pytest.approx((stages - 1) / (micro * virtual + stages - 1))
+
+
+def test_a_transfer_between_stages_is_on_the_critical_path() -> None:
+    # 1F1B on two stages, forward 1, backward 2, a transfer of 0.25 each way, 4
+    # micro-batches, worked by hand (stage 0 warms up with one forward):
+    #   stage 0: F0 0-1, F1 1-2, B0 4.5-6.5, F2 6.5-7.5, B1 7.5-9.5, F3 9.5-10.5,
+    #            B2 11-13, B3 14-16
+    #   stage 1: F0 1.25-2.25, B0 2.25-4.25, F1 4.25-5.25, B1 5.25-7.25, F2 7.75-8.75,
+    #            B2 8.75-10.75, F3 10.75-11.75, B3 11.75-13.75
+    orders = schedule.stage_orders("1f1b", 2, 4)
+    timed = schedule.run(orders, lambda s, p: 1.0 if p[0] == "F" else 2.0, 0.25)
+    assert timed[0].starts == [0.0, 1.0, 4.5, 6.5, 7.5, 9.5, 11.0, 14.0]
+    assert timed[1].starts == [1.25, 2.25, 4.25, 5.25, 7.75, 8.75, 10.75, 11.75]
+    assert (timed[0].end, timed[1].end) == (16.0, 13.75)
+
+
+# -- the engines --------------------------------------------------------------------------------
+
+
+def _same(spec: ScenarioSpec) -> None:
+    fast = Simulation(spec)
+    assert fast.engine() is hybrid_engine
+    a = fast.run()
+    b = Simulation(spec, lockstep=False).run()
+    assert (a.engine, b.engine) == ("hybrid", "events")
+    np.testing.assert_allclose(a.step_ends, b.step_ends, rtol=1e-9)
+    ra, rb = a.records, b.records
+    order_a = np.lexsort((ra.column("worker"), ra.column("step")))
+    order_b = np.lexsort((rb.column("worker"), rb.column("step")))
+    for name in ("worker", "step", "start", "end", "comm_s", "idle"):
+        np.testing.assert_allclose(
+            ra.column(name)[order_a], rb.column(name)[order_b], rtol=1e-9, atol=1e-12
+        )
+    sa, sb = summarize(spec, a), summarize(spec, b)
+    for key in ("step_time_mean_s", "compute_time_frac", "comm_time_frac"):
+        assert sa[key] == pytest.approx(sb[key], rel=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    tensor=st.sampled_from([1, 2, 4]),
+    pipeline=st.sampled_from([1, 2, 4]),
+    hosts=st.integers(1, 3),
+    virtual=st.sampled_from([1, 2]),
+    groups=st.integers(1, 3),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+    attention=st.sampled_from(["flash", "unfused"]),
+    zero=st.sampled_from([0, 1]),
+    kind=st.sampled_from(["1f1b", "gpipe"]),
+)
+def test_the_event_engine_and_the_laid_out_one_agree(
+    tensor: int, pipeline: int, hosts: int, virtual: int, groups: int, recompute: str,
+    attention: str, zero: int, kind: str,
+) -> None:  # fmt: skip
+    if pipeline == 1 or kind == "gpipe":
+        virtual = 1
+    devices = 4 * hosts
+    if devices % (tensor * pipeline):
+        return
+    spec = spec_of(
+        **{
+            "cluster.hosts": hosts,
+            "strategy.tensor": tensor,
+            "strategy.pipeline": pipeline,
+            "strategy.virtual_stages": virtual,
+            "strategy.recompute": recompute,
+            "strategy.attention": attention,
+            "strategy.stage": zero,
+            "strategy.schedule": kind,
+            "training.batch_per_worker": pipeline * groups,
+        }
+    )
+    _same(spec)
+
+
+def test_stragglers_run_on_the_event_engine_alone() -> None:
+    spec = spec_of(**{"stragglers": {"jitter": 0.1}})
+    sim = Simulation(spec)
+    assert sim.engine() is None
+    jittered = summarize(spec, sim.run())["step_time_mean_s"]
+    plain = summarize(spec_of(), Simulation(spec_of()).run())["step_time_mean_s"]
+    assert jittered > plain  # a step waits for its slowest group
+
+
+# -- the parts -------------------------------------------------------------------------------------
+
+
+def test_the_tensor_all_reduces_are_rings_inside_the_host() -> None:
+    # two all-reduces of b s h 16-bit elements a layer in forward, two in backward, each
+    # 2 (t - 1)/t S / B + 2 (t - 1) a on NVLink 3 at 300 GB/s x 0.8 (a = 3.4 us)
+    spec = spec_of()
+    costs = costs_of(spec)
+    nbytes = 1 * 128 * 256 * 2
+    one = 2 * 1 / 2 * nbytes / (300e9 * 0.8) + 2 * 1 * 3.4e-6
+    layers = SMALL["layers"] // 2
+    assert costs.stages[0].forward[0].tensor == pytest.approx(layers * 2 * one)
+    assert costs.stages[0].backward[0].tensor == pytest.approx(layers * 2 * one)
+
+
+def test_a_pipeline_sends_one_micro_batch_between_hosts() -> None:
+    # stage 1 sits tcd = 4 devices further: on the other host, over its own rail (HDR,
+    # 200 Gbit/s x 0.96), b s h 16-bit elements, one step latency (9.6 us)
+    costs = costs_of(spec_of())
+    assert costs.p2p_s == pytest.approx(128 * 256 * 2 / (25e9 * 0.96) + 9.6e-6)
+
+
+def test_data_parallel_gradients_cross_the_oversubscribed_tiers() -> None:
+    # d = 4 over four hosts of one device each; leaves of 2 hosts at 2:1: the ring reaches
+    # past the leaves, so a rank moves at the NIC's rate over 2
+    network = {
+        "bandwidth": "100 Gbit/s", "protocol": "rdma", "step_latency": "0 us",
+        "rails": 1, "tiers": [{"hosts": 2, "oversubscription": 2}, {"hosts": 4}],
+    }  # fmt: skip
+    sets = {
+        "cluster.hosts": 4,
+        "cluster.devices_per_host": 1,
+        "cluster.network": network,
+        "strategy.tensor": 1,
+        "strategy.pipeline": 1,
+    }
+    costs = costs_of(spec_of(**sets))
+    params = costs.stages[0].params
+    ring = 2 * 3 / 4 * params * 4 / (100e9 / 8 / 2)
+    assert costs.stages[0].reduce_s == pytest.approx(ring)
+    flat = {**network, "tiers": [{"hosts": 4, "oversubscription": 2}]}
+    within = costs_of(spec_of(**{**sets, "cluster.network": flat}))
+    assert within.stages[0].reduce_s == pytest.approx(ring / 2)  # one leaf: no taper
+
+
+def test_a_gemm_reaches_less_the_smaller_it_is() -> None:
+    # the measured A100 cubes: 8192^3 full rate, 1024^3 at 119.4 / 253.7, 2048^3 at 221.8
+    assert size_derate(8192) == pytest.approx(1.0)
+    assert size_derate(16384) == pytest.approx(1.0)
+    assert size_derate(1024) == pytest.approx(119.4 / 253.7)
+    assert size_derate(128) == pytest.approx(119.4 / 253.7)
+    assert size_derate(2048) == pytest.approx(221.8 / 253.7)
+    assert size_derate(4096) < size_derate(6000) < 1.0
+
+
+def test_first_stage_activations_are_korthikantis_eq_5() -> None:
+    # 1F1B, sequence parallel, selective: the first stage holds p micro-batches of its
+    # L/p layers, (s b h L / t) 34 bytes (Korthikanti et al. 2022, eq. 5 and Table 2)
+    spec = spec_of(
+        **{
+            "strategy.sequence_parallel": True,
+            "strategy.recompute": "selective",
+            "strategy.attention": "unfused",
+        }
+    )
+    first = layout_memory(spec)[0]
+    s, b, h, t = SMALL["sequence"], 1, SMALL["hidden"], 2
+    assert first.activations == pytest.approx(34 * s * b * h * SMALL["layers"] / t)
+
+
+# -- refusals ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sets", "says"),
+    [
+        ({"strategy.tensor": 3}, "tensor 3 x pipeline 2 x context 1 x data"),
+        ({"strategy.tensor": 8, "strategy.pipeline": 1, "model.transformer.heads": 4},
+         "tensor 8 does not divide model.transformer.heads 4"),
+        ({"strategy.pipeline": 8}, "= 16, not the cluster's 8 devices"),
+        ({"strategy.data": 4}, "data 4 = 16, not the cluster's 8 devices"),
+        ({"strategy.micro_batch": 3}, "3 does not divide a copy's batch 8"),
+        ({"strategy.virtual_stages": 3}, "pipeline x virtual_stages 6 does not divide"),
+        ({"model": "resnet50"}, "kind hybrid lays out a transformer"),
+        ({"strategy.sequence_parallel": True, "strategy.tensor": 1, "strategy.pipeline": 8},
+         "sequence_parallel splits over the tensor group"),
+    ],
+)  # fmt: skip
+def test_a_layout_that_does_not_divide_is_one_line(
+    tmp_path: Path, sets: dict[str, Any], says: str
+) -> None:
+    doc = copy.deepcopy(BASE)
+    for path, value in sets.items():
+        node = doc
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sim.cli", str(scenario), "--out", str(out), "--quiet"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_layout_sizes_follow_megatrons_rank_order() -> None:
+    layout = Layout(tensor=2, pipeline=2, data=2, context=1, expert=1, virtual=1,
+                    micro_batch=1, micro_batches=2)  # fmt: skip
+    assert layout.group("tensor") == [0, 1]
+    assert layout.group("data", stage=1) == [4, 6]
+    assert layout.group("p2p") == [0, 4]
