@@ -8,7 +8,7 @@ TF     := $(VENV)/.installed-tf
 # the folders are the packages (flat layout), so the note says nothing; keep it off the output
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
-.PHONY: demo test test-slow lint bench validate validate-published plan-check schema tour-plot clean
+.PHONY: demo test test-slow lint bench validate validate-published validate-llm plan-check schema tour-plot clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainscale needs Python >= 3.11")'
@@ -59,6 +59,11 @@ validate: $(TF)
 # docs/validation-published.md
 validate-published: $(STAMP)
 	$(BIN)/python tools/validate_published.py
+
+# the transformer layouts against published training runs (seconds, CPU):
+# docs/validation-llm.md
+validate-llm: $(STAMP)
+	$(BIN)/python tools/validate_published.py --llm
 
 # a plan against this machine: calibrate for its candidates, plan, run its first five with
 # run-real and check the plan's order (minutes; docs/planning.md). PLAN and ARGS choose:
