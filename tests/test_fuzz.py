@@ -260,8 +260,10 @@ def mutate(document: dict[str, Any], draw: st.DrawFn, kinds: list[str]) -> dict[
     elif kind == "misspell":
         if isinstance(key, str):
             parent[misspelt(key, draw)] = parent.pop(key)
-        else:
+        elif isinstance(parent, list):
             parent.insert(key, copy.deepcopy(value))  # a list item twice
+        else:  # a number as a mapping's key (an earlier "extend" made it)
+            parent[f"{key}_"] = parent.pop(key)
     elif kind == "nest":
         parent[key] = draw(st.sampled_from([[value], {"base": value}, {"value": value}]))
     elif kind == "extend":
