@@ -12,6 +12,8 @@ PER_TENSOR = "tests/benchmarks/per-tensor-resnet152.yaml"
 MLP = "scenarios/library/mlp-localhost.yaml"
 TRIALS = "tests/benchmarks/trials-mlp.yaml"
 HYBRID = "scenarios/library/gpt2-xl-hybrid-64.yaml"
+LLM = "tests/benchmarks/llm-405b-class.yaml"
+LAYOUTS = "scenarios/library/gpt3-175b-layouts.yaml"
 SPARK = ("--master", "local[2]")
 
 
@@ -33,6 +35,27 @@ def _ring(hosts: int, steps: int = 100, *sets: str) -> tuple[str, ...]:
 
 
 CASES = [
+    Case(
+        "llm-16384",
+        "405B-class transformer, 16,384 H100s: tensor 8 x pipeline 16 x data 128, one step",
+        LLM,
+        target_s=10.0,
+        families=(("llm-gpus", 16384),),
+    ),
+    Case(
+        "llm-1024",
+        "the same layout on 1,024 H100s (data 8), one step",
+        LLM,
+        ("cluster.hosts=128", "training.global_batch=128"),
+        target_s=2.0,
+        families=(("llm-gpus", 1024),),
+    ),
+    Case(
+        "gpt3-175b-layouts",
+        "GPT-3 175B on 1,024 A100s, 10 layouts and recomputations (the README's question)",
+        LAYOUTS,
+        target_s=10.0,
+    ),
     Case(
         "ring-256",
         "ResNet-50 ring, 256 workers (32 servers x 8 V100), 100 steps, 5% jitter",
