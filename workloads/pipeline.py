@@ -259,6 +259,8 @@ def layout_memory(spec: ScenarioSpec) -> list[MemoryUse]:
             held = min(micro * v, warm + 1) * per_chunk
         activations = held * layer + (whole_layer if s.recompute == "full" else 0.0)
         buffers = 2 * boundary if p > 1 else 0.0
+        if s.stage >= 3:  # a layer's gathered weights, and the next one's prefetched
+            buffers += 2 * chunks[-1] / per_chunk * element
         if stage == p - 1:
             buffers += 4.0 * b * shape.sequence * shape.vocab / (t * c)
         out.append(

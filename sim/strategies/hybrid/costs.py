@@ -26,6 +26,10 @@ One micro-batch's pass over a chunk is a sum of named parts (`Pass`):
   GEMMs as far as they last (ring attention);
 * `expert`: a mixture of experts' dispatch and combine all-to-alls, two in forward and two
   in backward, b s k h (e - 1)/e elements each;
+* `sharded` (ZeRO's stage 3, Rajbhandari et al. 2020, section VII-B2): every pass first
+  all-gathers its layers' 16-bit weights over the data-parallel group, and a backward
+  reduce-scatters their gradients after it (3 Psi a step, 1.5 x data parallelism's
+  traffic), not overlapped with the compute;
 * `recompute`: in backward, the forward again (full: every part; selective: the
   attention's scores and weighted sum, their GEMMs and kernels; with flash attention
   the kernel's backward runs the scores' GEMM again, and selective recomputation adds
@@ -137,6 +141,9 @@ class Pass:
     context: float = 0.0
     expert: float = 0.0
     recompute: float = 0.0
+    # ZeRO's stage 3: the layers' weights all-gathered before the pass, and in backward
+    # their gradients reduce-scattered
+    sharded: float = 0.0
 
     @property
     def compute(self) -> float:
@@ -144,7 +151,7 @@ class Pass:
 
     @property
     def comm(self) -> float:
-        return self.tensor + self.context + self.expert
+        return self.tensor + self.context + self.expert + self.sharded
 
     @property
     def seconds(self) -> float:
@@ -327,6 +334,9 @@ def costs_of(spec: ScenarioSpec) -> Costs:
             f, b = chunk_f, chunk_b
             if stage == p - 1 and chunk == v - 1:
                 f, b = _plus(f, out_f), _plus(b, out_b)
+            if spec.strategy.stage >= 3:
+                gather, scatter = _sharded_s(spec, layout, stage, chunk_params[chunk])
+                f, b = _plus(f, Pass(sharded=gather)), _plus(b, Pass(sharded=gather + scatter))
             forward.append(f)
             backward.append(b)
         params = sum(chunk_params)
@@ -354,15 +364,17 @@ def _reduce_s(
     spec: ScenarioSpec, layout: Layout, stage: int, params: float, shape: Shape
 ) -> float:
     """Seconds a stage's gradient reduction takes once its pipeline is flushed: an
-    all-reduce over its data-parallel group (2(d - 1)/d x `gradient_bytes` a parameter), or with
-    ZeRO's stage 1 a reduce-scatter of them and an all-gather of the 16-bit weights;
-    and on the first and last stages of a pipeline whose output is tied to its
-    embedding, that gradient's all-reduce between them (Megatron's embedding group)."""
+    all-reduce over its data-parallel group (2(d - 1)/d x `gradient_bytes` a parameter), or
+    with ZeRO's stage 1 a reduce-scatter of them and an all-gather of the 16-bit weights;
+    and on the first and last stages of a pipeline whose output is tied to its embedding,
+    that gradient's all-reduce between them (Megatron's embedding group)."""
     cluster = spec.cluster
     d = layout.data
     path = fabric.path_of(cluster, layout.group("data", stage))
     grads = params * gradient_bytes(spec.model.dtype)
-    if spec.strategy.stage >= 1:
+    if spec.strategy.stage >= 3:  # reduce-scattered in every backward, gathered before use
+        seconds = 0.0
+    elif spec.strategy.stage >= 1:
         weights = params * DTYPE_BYTES[spec.model.dtype]
         seconds = fabric.gather_s(grads, d, path) + fabric.gather_s(weights, d, path)
     else:
@@ -373,6 +385,19 @@ def _reduce_s(
         ends = fabric.path_of(cluster, layout.group("ends"))
         seconds += fabric.all_reduce_s(embedding, 2, ends)
     return seconds
+
+
+def _sharded_s(
+    spec: ScenarioSpec, layout: Layout, stage: int, params: float
+) -> tuple[float, float]:
+    """ZeRO's stage 3 for one chunk of `params` (on one device when whole): the all-gather
+    of its 16-bit weights over the data-parallel group, and the reduce-scatter of its
+    gradients (`gradient_bytes` each)."""
+    path = fabric.path_of(spec.cluster, layout.group("data", stage))
+    d = layout.data
+    weights = params * DTYPE_BYTES[spec.model.dtype]
+    grads = params * gradient_bytes(spec.model.dtype)
+    return fabric.gather_s(weights, d, path), fabric.gather_s(grads, d, path)
 
 
 def _update_s(spec: ScenarioSpec, layout: Layout, params: float) -> float:
