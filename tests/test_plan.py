@@ -273,3 +273,33 @@ def test_what_is_pruned_before_simulating_is_sure(tmp_path: Path) -> None:
         else:
             assert simulated > deadline
     assert (plan.loc[plan["status"] == "ok", "plan_time_s"] <= deadline).all()
+
+
+def test_the_layout_plan_drops_what_does_not_fit_and_best_yaml_simulates(
+    tmp_path: Path,
+) -> None:
+    # Llama 2 70B's layouts cut to 12 candidates: those whose devices cannot hold them
+    # (no recomputation at 2 sequences a micro-batch without ZeRO) are dropped with their
+    # memory and no time; the recommendation simulates to the plan's figures
+    path = ROOT / "scenarios" / "plans" / "llama2-70b-layouts.yaml"
+    options = [
+        "cluster.hosts=[64]",
+        "strategy.virtual_stages=[1]",
+        "strategy.micro_batch=[2]",
+        "strategy.stage=[0, 1]",
+        "strategy.recompute=[none, full]",
+        "strategy.tensor,strategy.pipeline,strategy.sequence_parallel="
+        "[[8, 2, true], [8, 8, true], [4, 8, true]]",
+    ]
+    sets = [f"plan.options.{o}" for o in options]
+    out = tmp_path / "out"
+    argv = [str(path), "--out", str(out), "--quiet", *sum([["--set", s] for s in sets], [])]
+    assert main(argv) == 0
+    plan = pd.read_csv(out / "plan.csv")
+    assert len(plan) == 12
+    unfit = plan[plan["fits"] == False]  # noqa: E712  (a column of booleans)
+    assert len(unfit) and unfit["step_time_mean_s"].isna().all()
+    assert (unfit["peak_memory_bytes"] > 80 * 2**30).all()
+    top = plan[plan["rank"] == 1].iloc[0]
+    row = run(load(out / "best.yaml")).points[0].row
+    assert row["training_time_s"] == pytest.approx(top["plan_time_s"], rel=1e-9)

@@ -14,6 +14,7 @@ TRIALS = "tests/benchmarks/trials-mlp.yaml"
 HYBRID = "scenarios/library/gpt2-xl-hybrid-64.yaml"
 LLM = "tests/benchmarks/llm-405b-class.yaml"
 LAYOUTS = "scenarios/library/gpt3-175b-layouts.yaml"
+LAYOUT_PLAN = "scenarios/plans/llama2-70b-layouts.yaml"
 SPARK = ("--master", "local[2]")
 
 
@@ -49,6 +50,13 @@ CASES = [
         ("cluster.hosts=128", "training.global_batch=128"),
         target_s=2.0,
         families=(("llm-gpus", 1024),),
+    ),
+    Case(
+        "plan-llama2-70b-layouts",
+        "trainscale plan over 240 layouts of Llama 2 70B on 512-1,024 H100s",
+        LAYOUT_PLAN,
+        target_s=300.0,
+        command="planner.cli",
     ),
     Case(
         "gpt3-175b-layouts",
