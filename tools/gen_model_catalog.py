@@ -17,7 +17,6 @@ the table it was written from, so the formatting cannot change a number.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import sys
@@ -33,20 +32,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from real.process.layer_table import RULES, model_table  # noqa: E402
 from real.process.models import build_model  # noqa: E402 - needs the sys.path line above
 from results.files import write_atomic  # noqa: E402
 from scenarios.keras_layers import DEFAULT_SPECS, layer_table  # noqa: E402
 
 DEFAULT_OUT = REPO_ROOT / "scenarios" / "catalog" / "models"
-
-#: The counting rules, written into every file's header (and applied by `_layer_row`).
-RULES = """\
-# FLOPs: forward pass, per sample; bias adds ignored; conv/dense = 2 x multiply-accumulates:
-#   Conv2D: 2*Kh*Kw*(Cin/groups)*Cout*Hout*Wout; DepthwiseConv2D: 2*Kh*Kw*C*Hout*Wout;
-#   Dense: 2*in*out (times the extra positions when applied to a rank>2 tensor);
-#   BatchNormalization: 2 FLOP per output element; every other layer: 0.
-# params: trainable parameters only (BatchNormalization gamma/beta yes, moving mean/var no).
-# Layers with 0 params and 0 FLOPs (input, activation, pooling, add, concat, ...) are omitted."""
 
 _TORCHVISION = "https://pytorch.org/vision/stable/models/generated/torchvision.models.{}.html"
 _KERAS_APPS = "https://keras.io/api/applications/"
@@ -194,77 +185,6 @@ ENTRIES: tuple[Entry, ...] = (
 SPECS: dict[str, dict[str, Any]] = {
     e.name: DEFAULT_SPECS.get(e.name, {"builder": e.name}) for e in ENTRIES
 }
-
-#: Layer classes that have neither trainable weights nor FLOPs under `RULES`. Anything not
-#: listed here or handled in `_layer_row` stops the generator, so a new layer type in a
-#: future Keras cannot be silently counted as free.
-_ZERO_COST = frozenset(
-    {
-        "InputLayer",
-        "Activation",
-        "ReLU",
-        "Softmax",
-        "Add",
-        "Concatenate",
-        "ZeroPadding2D",
-        "MaxPooling2D",
-        "AveragePooling2D",
-        "GlobalAveragePooling2D",
-        "GlobalMaxPooling2D",
-        "Flatten",
-        "Dropout",
-        "Reshape",
-    }
-)
-
-
-def _weights_size(weights: list[Any]) -> int:
-    return sum(math.prod(int(d) for d in w.shape) for w in weights)
-
-
-def _layer_row(layer: Any) -> dict[str, Any]:
-    """`{"name", "params", "flops"}` of one layer of a functional model, under `RULES`."""
-    kind = type(layer).__name__
-    params = _weights_size(layer.trainable_weights)
-    if len(layer._inbound_nodes) != 1:  # noqa: SLF001 - no public API for node count
-        # A shared layer runs once per call; the tables assume one call per layer.
-        raise SystemExit(f"layer {layer.name} ({kind}) is called more than once")
-    out_shape = tuple(layer.output.shape[1:])  # drop the batch dimension
-    if kind in ("Conv2D", "DepthwiseConv2D"):
-        if layer.data_format != "channels_last":
-            raise SystemExit(f"layer {layer.name}: only channels_last is counted")
-        # Conv2D kernel (Kh, Kw, Cin/groups, Cout): each output reads Kh*Kw*Cin/groups inputs.
-        # DepthwiseConv2D: each output channel reads one input channel, so Kh*Kw inputs, and
-        # Cout = C * depth_multiplier, which is the rule's 2*Kh*Kw*C*Hout*Wout at multiplier 1.
-        kh, kw, cin_per_group, _ = (int(d) for d in layer.kernel.shape)
-        h_out, w_out, c_out = (int(d) for d in out_shape)
-        per_out = cin_per_group if kind == "Conv2D" else 1
-        flops = 2 * kh * kw * per_out * c_out * h_out * w_out
-    elif kind == "Dense":
-        n_in, n_out = (int(d) for d in layer.kernel.shape)
-        positions = math.prod(int(d) for d in out_shape[:-1])  # 1 for a rank-2 input
-        flops = 2 * n_in * n_out * positions
-    elif kind == "BatchNormalization":
-        flops = 2 * math.prod(int(d) for d in out_shape)
-    elif kind in _ZERO_COST:
-        if params:
-            raise SystemExit(f"layer {layer.name} ({kind}) has {params} trainable params")
-        flops = 0
-    else:
-        raise SystemExit(f"layer {layer.name}: no FLOP rule for {kind}; add one to RULES")
-    return {"name": layer.name, "params": params, "flops": flops}
-
-
-def model_table(model: Any) -> list[dict[str, Any]]:
-    """Rows of every layer with params or FLOPs, in the model's (topological) layer order."""
-    rows = [_layer_row(layer) for layer in model.layers]
-    rows = [r for r in rows if r["params"] or r["flops"]]
-    total = _weights_size(model.trainable_weights)
-    if sum(r["params"] for r in rows) != total:
-        # Nested models or weights outside layers would be missed by the walk above.
-        raise SystemExit(f"{model.name}: layer params do not add up to {total}")
-    return rows
-
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}

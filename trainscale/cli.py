@@ -22,6 +22,7 @@ COMMANDS = {
     "compare": ("real.compare", "calibrate, run for real, simulate and report, in one go"),
     "catalog": ("commands.catalog", "show the bundled devices, links, networks and models"),
     "plan": ("planner.cli", "which cluster, strategy and batch reach a target fastest or cheapest"),
+    "model-table": ("real.process.layer_table", "a Keras model of your own as a layer table"),
 }
 
 USAGE = "usage: trainscale [--version] COMMAND [ARGS...]"
