@@ -39,6 +39,11 @@ def check_supported(spec: ScenarioSpec) -> None:
             f"training.target: run-real measures it on held-out real data, and "
             f"training.data is {spec.training.data} (use data: digits)"
         )
+    if spec.model.transformer is not None and spec.training.data == "digits":
+        raise ScenarioError(
+            "training.data: digits: a transformer trains on synthetic tokens here (data: "
+            "synthetic)"
+        )
     if spec.model.keras is None:
         raise ScenarioError(
             f"model: {spec.model.name} has no keras builder, so run-real cannot build it"

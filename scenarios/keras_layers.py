@@ -48,6 +48,12 @@ CATALOG_ONLY_BUILDERS: tuple[str, ...] = (
     "alexnet",
 )
 
+#: Builders of a transformer by its shape (`model.transformer`, whose counting rules give
+#: the table: scenarios/transformer.py): a GPT decoder, tied output, learned positions.
+SHAPED_BUILDERS: dict[str, tuple[str, ...]] = {
+    "transformer": ("layers", "hidden", "heads", "ffn_hidden", "sequence", "vocab"),
+}
+
 #: Spec keys each catalog-only builder accepts besides `builder`.
 _CATALOG_ONLY_KEYS: frozenset[str] = frozenset({"classes"})
 
@@ -57,7 +63,7 @@ _CNN_KERNEL = 3
 
 def builders() -> tuple[str, ...]:
     """Every builder name that `real.process.models.build_model` knows, in catalog order."""
-    return CATALOG_ONLY_BUILDERS + tuple(DEFAULT_SPECS)
+    return CATALOG_ONLY_BUILDERS + tuple(DEFAULT_SPECS) + tuple(SHAPED_BUILDERS)
 
 
 def _positive_int(builder: str, key: str, value: object) -> int:
@@ -98,6 +104,13 @@ def resolve_spec(keras_spec: dict[str, Any]) -> dict[str, Any]:
     elif builder in DEFAULT_SPECS:
         spec = copy.deepcopy(DEFAULT_SPECS[builder])
         allowed = frozenset(spec) - {"builder"}
+    elif builder in SHAPED_BUILDERS:
+        keys = SHAPED_BUILDERS[builder]
+        missing = [k for k in keys if k not in keras_spec]
+        if missing:
+            raise ValueError(f"keras spec for '{builder}': needs {', '.join(missing)}")
+        spec = {"builder": builder}
+        allowed = frozenset(keys)
     else:
         raise ValueError(
             f"unknown keras builder {builder!r}; known builders: {', '.join(builders())}"
@@ -115,6 +128,9 @@ def resolve_spec(keras_spec: dict[str, Any]) -> dict[str, Any]:
     if builder == "mlp":
         spec["inputs"] = _positive_int(builder, "inputs", spec["inputs"])
         spec["hidden"] = _int_list(builder, "hidden", spec["hidden"])
+    elif builder in SHAPED_BUILDERS:
+        for key in SHAPED_BUILDERS[builder]:
+            spec[key] = _positive_int(builder, key, spec[key])
     elif builder == "small_cnn":
         spec["input_shape"] = _int_list(builder, "input_shape", spec["input_shape"], length=3)
         spec["filters"] = _int_list(builder, "filters", spec["filters"])

@@ -48,3 +48,31 @@ def test_a_model_it_cannot_read_is_one_line(source: str, says: str) -> None:
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], proc.stderr
+
+
+@pytest.mark.real
+def test_a_transformer_trains_for_real_under_data_parallelism(tmp_path: Path) -> None:
+    # the tiny GPT of scenarios/library/tiny-gpt-localhost.yaml, built by run-real from its
+    # shape: the same parameters as the simulator's table (Eq. 2 leaves out the final
+    # norm's 2h), and two processes train it on synthetic tokens
+    from real.process.models import build_model
+    from scenarios import load
+
+    path = ROOT / "scenarios" / "library" / "tiny-gpt-localhost.yaml"
+    spec = load(path).points[1].spec
+    assert spec.model.keras is not None
+    built = build_model(spec.model.keras.model_dump())
+    h = spec.model.transformer.hidden  # type: ignore[union-attr]
+    assert built.count_params() == spec.model.total_params + 2 * h
+    out = tmp_path / "real"
+    proc = subprocess.run(
+        [sys.executable, "-m", "real.cli", str(path), "--out", str(out),
+         "--set", "training.steps=3", "--set", "training.warmup_steps=1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    import pandas as pd
+
+    results = pd.read_csv(out / "results.csv")
+    assert list(results["workers"]) == [1, 2]
+    assert (results["throughput_samples_per_s"] > 0).all()

@@ -192,12 +192,56 @@ def _small_cnn(spec: dict[str, Any]) -> keras.Model:
     return keras.Model(inputs, outputs, name="small_cnn")
 
 
+def _transformer(spec: dict[str, Any]) -> keras.Model:
+    """A GPT decoder by its shape (`model.transformer`, style gpt): token and learned
+    position embeddings, `layers` pre-norm blocks (LayerNorm, causal multi-head attention,
+    residual; LayerNorm, Dense `ffn_hidden` with GeLU, Dense back, residual), a final
+    LayerNorm, and logits over the vocabulary through the embedding's own matrix (tied,
+    as GPT's; Narayanan et al. 2021's Eq. 2 counts these parameters, the final norm's 2h
+    aside)."""
+    keras = _keras()
+    layers, ops = keras.layers, keras.ops
+    h, s = spec["hidden"], spec["sequence"]
+    class Positions(layers.Layer):  # type: ignore[misc,name-defined]
+        """A learned embedding of each position, added to the tokens' (s x h weights)."""
+
+        def build(self, input_shape: Any) -> None:
+            self.table = self.add_weight(shape=(s, h), initializer="uniform", name="table")
+
+        def call(self, inputs: Any) -> Any:
+            return inputs + self.table
+
+    tokens = keras.Input(shape=(s,), dtype="int32", name="tokens")
+    embed = layers.Embedding(spec["vocab"], h, name="embeddings")
+    x = Positions(name="positions")(embed(tokens))
+    for i in range(spec["layers"]):
+        y = layers.LayerNormalization(epsilon=1e-5, name=f"layer{i}_norm1")(x)
+        y = layers.MultiHeadAttention(
+            spec["heads"], h // spec["heads"], name=f"layer{i}_attention"
+        )(y, y, use_causal_mask=True)
+        x = x + y
+        y = layers.LayerNormalization(epsilon=1e-5, name=f"layer{i}_norm2")(x)
+        y = layers.Dense(spec["ffn_hidden"], activation="gelu", name=f"layer{i}_mlp1")(y)
+        x = x + layers.Dense(h, name=f"layer{i}_mlp2")(y)
+    x = layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
+
+    class TiedLogits(layers.Layer):  # type: ignore[misc,name-defined]
+        """x E^T: the output layer shares the embedding's matrix."""
+
+        def call(self, inputs: Any) -> Any:
+            return ops.matmul(inputs, ops.transpose(embed.embeddings))
+
+    logits = TiedLogits(name="logits")(x)
+    return keras.Model(tokens, logits, name="transformer")
+
+
 _BUILDERS: dict[str, Callable[[dict[str, Any]], keras.Model]] = {
     **dict.fromkeys(_APPLICATIONS, _application),
     "inception_v3": _inception_v3,
     "alexnet": _alexnet,
     "mlp": _mlp,
     "small_cnn": _small_cnn,
+    "transformer": _transformer,
 }
 
 

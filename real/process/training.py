@@ -70,8 +70,12 @@ def batch_stream(tf: Any, job: Trainer, batch: int, shape: Any, classes: int) ->
                     yield tf.constant(x_all[take]), tf.constant(y_all[take])
 
         return shuffled()
-    x = tf.random.uniform((batch, *shape), seed=seed)
-    y = tf.random.uniform((batch,), maxval=classes, dtype=tf.int32, seed=seed)
+    if job.keras.get("builder") == "transformer":  # tokens in, the next token's class out
+        x = tf.random.uniform((batch, *shape), maxval=classes, dtype=tf.int32, seed=seed)
+        y = tf.random.uniform((batch, *shape), maxval=classes, dtype=tf.int32, seed=seed + 1)
+    else:
+        x = tf.random.uniform((batch, *shape), seed=seed)
+        y = tf.random.uniform((batch,), maxval=classes, dtype=tf.int32, seed=seed)
 
     def same() -> Any:
         while True:

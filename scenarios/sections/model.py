@@ -95,6 +95,29 @@ class TransformerSpec(Strict):
             else self.tied_embeddings,
         )
 
+    def builds(self) -> bool:
+        """Whether run-real builds it (`real/process/models.py`'s transformer): a GPT
+        decoder, multi-head attention, dense, its output tied to its embedding."""
+        return (
+            self.style == "gpt"
+            and (self.kv_heads or self.heads) == self.heads
+            and self.experts == 1
+            and self.tied_embeddings in (None, True)
+        )
+
+    def keras(self) -> dict[str, Any]:
+        """The `keras:` spec run-real builds it from."""
+        shape = self.shape()
+        return {
+            "builder": "transformer",
+            "layers": shape.layers,
+            "hidden": shape.hidden,
+            "heads": shape.heads,
+            "ffn_hidden": shape.ffn_hidden,
+            "sequence": shape.sequence,
+            "vocab": shape.vocab,
+        }
+
     def table(self) -> list[dict[str, Any]]:
         """The layer table (per sequence): the embeddings, every layer, the final norm and
         the output layer, their parameters adding up to `transformer.params`; a layer
@@ -236,6 +259,8 @@ class ModelSpec(Strict):
         data.setdefault("input_shape", [spec.sequence])
         if not data.get("layers") and data.get("params") is None:
             data["layers"] = spec.table()
+        if "keras" not in data and spec.builds():
+            data["keras"] = spec.keras()
         return data
 
     @model_validator(mode="before")
