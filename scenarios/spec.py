@@ -37,6 +37,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 MAX_PROCESSES = 1_000_000
 #: the most steps (warm-up included) one point may run
 MAX_STEPS = 1_000_000_000
+#: the most forward and backward passes of a pipeline's stages one step of a hybrid layout
+#: may schedule (micro-batches x chunks x stages): a step's list scheduling keeps each
+MAX_PASSES = 1_000_000
 
 
 def _over(value: float | None) -> bool:
@@ -175,6 +178,13 @@ class ScenarioSpec(Strict):
                 "(training.batch_per_worker, or global_batch / data)",
             )
         micro = batch // s.micro_batch
+        passes = micro * s.virtual_stages * s.pipeline
+        if passes > MAX_PASSES:
+            raise _LocatedError(
+                ("strategy", "micro_batch"),
+                f"{micro:,} micro-batches a step x {s.virtual_stages} chunks x {s.pipeline} "
+                f"stages = {passes:,} passes, more than the {MAX_PASSES:,} a step may schedule",
+            )
         if s.virtual_stages > 1 and micro % s.pipeline:
             raise _LocatedError(
                 ("strategy", "virtual_stages"),

@@ -25,6 +25,9 @@ from ..fields import (
 from ..units import parse
 from .convergence import ConvergenceSpec
 
+#: the most layers a model may have (its table holds a row each)
+MAX_LAYERS = 100_000
+
 
 class Layer(Strict):
     """One layer with trainable parameters or compute, in input -> output order."""
@@ -51,7 +54,7 @@ class TransformerSpec(Strict):
     output layer of its own); `kv_heads` below `heads` for grouped-query attention;
     `experts` and `top_k` for a mixture of experts."""
 
-    layers: int = Field(ge=1)
+    layers: int = Field(ge=1, le=MAX_LAYERS)
     hidden: int = Field(ge=1)
     heads: int = Field(ge=1)
     kv_heads: int | None = Field(default=None, ge=1)  # default: heads
@@ -213,6 +216,10 @@ class ModelSpec(Strict):
         n, data = data["layers"], dict(data)
         if isinstance(n, bool) or n < 1:
             raise _LocatedError(("layers",), f"{n}: a number of layers is at least 1")
+        if n > MAX_LAYERS:
+            raise _LocatedError(
+                ("layers",), f"{n:,}: more than the {MAX_LAYERS:,} layers a model may have"
+            )
         if data.get("params") is None or data.get("flops_per_sample") is None:
             raise _LocatedError(
                 ("layers",), f"{n} identical layers need the model's params and flops_per_sample"
