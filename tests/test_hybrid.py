@@ -23,7 +23,7 @@ from sim.engine.metrics import summarize
 from sim.simulation import Simulation
 from sim.strategies.hybrid import engine as hybrid_engine
 from sim.strategies.hybrid import schedule
-from sim.strategies.hybrid.costs import Layout, costs_of, size_derate
+from sim.strategies.hybrid.costs import Layout, StageCosts, costs_of, size_derate
 from workloads.pipeline import layout_memory
 
 SMALL = {"layers": 8, "hidden": 256, "heads": 8, "sequence": 128, "vocab": 1024}
@@ -141,10 +141,11 @@ def _same(spec: ScenarioSpec) -> None:
     attention=st.sampled_from(["flash", "unfused"]),
     zero=st.sampled_from([0, 1, 3]),
     kind=st.sampled_from(["1f1b", "gpipe"]),
+    overlap=st.booleans(),
 )
 def test_the_event_engine_and_the_laid_out_one_agree(
     tensor: int, pipeline: int, hosts: int, virtual: int, groups: int, recompute: str,
-    attention: str, zero: int, kind: str,
+    attention: str, zero: int, kind: str, overlap: bool,
 ) -> None:  # fmt: skip
     if zero == 3:  # ZeRO's stage 3 takes no pipeline
         pipeline = 1
@@ -163,6 +164,7 @@ def test_the_event_engine_and_the_laid_out_one_agree(
             "strategy.attention": attention,
             "strategy.stage": zero,
             "strategy.schedule": kind,
+            "strategy.overlap": overlap,
             "training.batch_per_worker": pipeline * groups,
         }
     )
@@ -221,6 +223,23 @@ def test_data_parallel_gradients_cross_the_oversubscribed_tiers() -> None:
     flat = {**network, "tiers": [{"hosts": 4, "oversubscription": 2}]}
     within = costs_of(spec_of(**{**sets, "cluster.network": flat}))
     assert within.stages[0].reduce_s == pytest.approx(ring / 2)  # one leaf: no taper
+
+
+def test_overlapping_the_reduction_hides_all_but_the_last_bucket() -> None:
+    # one chunk of L = 8 layers whose last backward runs from 6 to 10 (half a second a
+    # layer); its gradients' reduction R in 8 buckets, each as soon as its layer's
+    # gradients are final and the bucket before is done (Megatron-LM's
+    # --overlap-grad-reduce). R = 2 (buckets of 0.25 s keep up): only the last bucket is
+    # exposed, 10.25; R = 8 (buckets of 1 s): from the first layer's gradients at 6.5,
+    # 8 s of buckets, 14.5. Without overlap, R after the flush. What is not the
+    # gradients' (here 1 s, the weights' all-gather) follows either way
+    def part(gradients: float) -> StageCosts:
+        return StageCosts([], [], 8.0, gradients + 1.0, 0.0, [8.0], gradients, 8)
+
+    last = [(6.0, 10.0)]
+    assert hybrid_engine.reduced(part(2.0), last, 10.0, False) == pytest.approx(13.0)
+    assert hybrid_engine.reduced(part(2.0), last, 10.0, True) == pytest.approx(11.25)
+    assert hybrid_engine.reduced(part(8.0), last, 10.0, True) == pytest.approx(15.5)
 
 
 def test_a_gemm_reaches_less_the_smaller_it_is() -> None:

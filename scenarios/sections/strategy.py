@@ -22,7 +22,7 @@ _KINDS_OF_FIELD = {
     "algorithm": ("allreduce", "pipeline"),
     "library": ("allreduce",),
     "fusion_buffer": ("allreduce", "parameter_server", "sharded"),
-    "overlap": ("allreduce", "parameter_server", "sharded"),
+    "overlap": ("allreduce", "parameter_server", "sharded", "hybrid"),
     "stage": ("sharded", "hybrid"),
     "servers": ("parameter_server", "pipeline"),
     "placement": ("parameter_server",),
@@ -164,11 +164,12 @@ class StrategySpec(Strict):
     @model_validator(mode="before")
     @classmethod
     def _layout_defaults(cls, data: Any) -> Any:
-        """A hybrid layout runs without ZeRO and on 1F1B unless told otherwise (Megatron's
-        defaults), where the other kinds that take the fields start from stage 1 and
-        GPipe."""
+        """A hybrid layout runs without ZeRO, on 1F1B and reduces its gradients after the
+        pipeline's flush unless told otherwise (Megatron-LM's defaults; `overlap: true`
+        is its --overlap-grad-reduce), where the other kinds that take the fields start
+        from stage 1, GPipe and overlap."""
         if isinstance(data, dict) and data.get("kind") == "hybrid":
-            data = {"stage": 0, "schedule": "1f1b", **data}
+            data = {"stage": 0, "schedule": "1f1b", "overlap": False, **data}
         return data
 
     @property

@@ -170,6 +170,11 @@ class StageCosts:
     update_s: float
     # the parameters of each chunk on one device (their gradients' share of reduce_s)
     chunk_params: list[float] = field(default_factory=list)
+    # of reduce_s, the gradients' reduction, which `overlap` runs during the backward
+    # passes (the rest, the weights' all-gather and the embedding's all-reduce, after)
+    gradients_s: float = 0.0
+    # layers a chunk holds (the buckets `overlap` reduces one by one)
+    chunk_layers: int = 1
 
 
 @dataclass(frozen=True)
@@ -348,6 +353,8 @@ def costs_of(spec: ScenarioSpec) -> Costs:
                 _reduce_s(spec, layout, stage, params, shape),
                 _update_s(spec, layout, params),
                 chunk_params,
+                _reduce_s(spec, layout, stage, params, shape, gradients_only=True),
+                per_chunk,
             )
         )
     element = DTYPE_BYTES[model.dtype]
@@ -361,7 +368,12 @@ def costs_of(spec: ScenarioSpec) -> Costs:
 
 
 def _reduce_s(
-    spec: ScenarioSpec, layout: Layout, stage: int, params: float, shape: Shape
+    spec: ScenarioSpec,
+    layout: Layout,
+    stage: int,
+    params: float,
+    shape: Shape,
+    gradients_only: bool = False,
 ) -> float:
     """Seconds a stage's gradient reduction takes once its pipeline is flushed: an
     all-reduce over its data-parallel group (2(d - 1)/d x `gradient_bytes` a parameter), or
@@ -373,12 +385,17 @@ def _reduce_s(
     path = fabric.path_of(cluster, layout.group("data", stage))
     grads = params * gradient_bytes(spec.model.dtype)
     if spec.strategy.stage >= 3:  # reduce-scattered in every backward, gathered before use
-        seconds = 0.0
-    elif spec.strategy.stage >= 1:
+        return 0.0
+    if spec.strategy.stage >= 1:
         weights = params * DTYPE_BYTES[spec.model.dtype]
-        seconds = fabric.gather_s(grads, d, path) + fabric.gather_s(weights, d, path)
+        seconds = fabric.gather_s(grads, d, path)
+        if gradients_only:
+            return seconds
+        seconds += fabric.gather_s(weights, d, path)
     else:
         seconds = fabric.all_reduce_s(grads, d, path)
+        if gradients_only:
+            return seconds
     tied = spec.model.transformer is not None and shape.tied_embeddings
     if tied and layout.pipeline > 1 and stage in (0, layout.pipeline - 1):
         embedding = shape.vocab * shape.hidden / layout.tensor * gradient_bytes(spec.model.dtype)

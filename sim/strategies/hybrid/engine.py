@@ -5,8 +5,9 @@ failures). Exact: the event engine (`training.py`) reaches the same instants, an
 tests/test_hybrid.py holds the two equal on random small layouts.
 
 One step of every device: the pipeline's passes (`costs.py`) from the step's start to
-its stage's flush, then its data-parallel group's gradient reduction and the update; the
-step ends when every stage's update is done. A device's record counts its passes'
+its stage's flush, then its data-parallel group's gradient reduction (`reduced`: with
+`overlap`, layer by layer as the last backward of each chunk produces the gradients) and
+the update; the step ends when every stage's update is done. A device's record counts its passes'
 compute and the update as compute, their collectives and the reduction as
 communication, and the rest (the bubble, waiting for other stages) as waiting.
 """
@@ -21,7 +22,7 @@ import numpy as np
 from sim.engine.outcome import SimulationOutcome
 
 from . import schedule
-from .costs import Costs, costs_of
+from .costs import Costs, StageCosts, costs_of
 
 if TYPE_CHECKING:
     from sim.engine.simulation import Simulation
@@ -58,26 +59,65 @@ def pass_seconds(costs: Costs, stage: int, pass_: schedule.Pass) -> float:
     return (parts.forward if op == "F" else parts.backward)[chunk].seconds
 
 
+def reduced(
+    parts: StageCosts, last_backward: list[tuple[float, float]], flush: float, overlap: bool
+) -> float:
+    """When a stage's gradient reduction ends. Without `overlap`, reduce_s after the flush.
+    With it (Megatron-LM's --overlap-grad-reduce), a layer's gradients are final once the
+    last backward pass over its chunk has gone through it (the chunk's layers from the
+    last, evenly over that pass: `last_backward`, its start and end per chunk), and each
+    layer's share of the gradients' reduction runs as soon as they are and the one before
+    has, one at a time; the rest (the weights' all-gather, the embedding's all-reduce)
+    follows the flush and that."""
+    if not overlap or parts.gradients_s <= 0:
+        return flush + parts.reduce_s
+    total = sum(parts.chunk_params) or 1.0
+    layers = max(parts.chunk_layers, 1)
+    free = 0.0
+    order = sorted(range(len(last_backward)), key=lambda c: last_backward[c])
+    for chunk in order:
+        start, end = last_backward[chunk]
+        bucket = parts.gradients_s * parts.chunk_params[chunk] / total / layers
+        for layer in range(layers):
+            ready = start + (layer + 1) * (end - start) / layers
+            free = max(free, ready) + bucket
+    return max(free, flush) + parts.reduce_s - parts.gradients_s
+
+
+def last_backwards(timed: schedule.Timed, chunks: int) -> list[tuple[float, float]]:
+    """The start and end of each chunk's last backward pass in a stage's step."""
+    found: dict[int, tuple[float, float]] = {}
+    for (op, _, chunk), start, end in zip(timed.passes, timed.starts, timed.ends, strict=True):
+        if op == "B":
+            found[chunk] = (start, end)
+    return [found[c] for c in range(chunks)]
+
+
 @dataclass(frozen=True)
 class StageStep:
-    """One stage's step: when its pipeline flushed, and its devices' seconds of
-    compute and communication in the step."""
+    """One stage's step: when its pipeline flushed, when its gradients were reduced, and
+    its devices' seconds of compute and communication in the step (the reduction's part
+    after the flush)."""
 
     flush: float
+    reduced: float
     compute: float
     comm: float
 
 
-def stage_steps(costs: Costs, timed: list[schedule.Timed]) -> list[StageStep]:
-    """Each stage's flush and its compute and communication over the step."""
+def stage_steps(costs: Costs, timed: list[schedule.Timed], overlap: bool) -> list[StageStep]:
+    """Each stage's flush and reduction, and its compute and communication over the
+    step."""
     steps = []
+    chunks = costs.layout.virtual
     for parts, done in zip(costs.stages, timed, strict=True):
         compute = comm = 0.0
         for op, _, chunk in done.passes:
             one = (parts.forward if op == "F" else parts.backward)[chunk]
             compute += one.compute
             comm += one.comm
-        steps.append(StageStep(done.end, compute + parts.update_s, comm + parts.reduce_s))
+        end = reduced(parts, last_backwards(done, chunks), done.end, overlap)
+        steps.append(StageStep(done.end, end, compute + parts.update_s, comm + end - done.end))
     return steps
 
 
@@ -92,10 +132,9 @@ def run(sim: Simulation) -> SimulationOutcome:
         costs.p2p_s,
         layout.virtual,
     )
-    steps = stage_steps(costs, timed)
+    steps = stage_steps(costs, timed, spec.strategy.overlap)
     duration = max(
-        step.flush + part.reduce_s + part.update_s
-        for step, part in zip(steps, costs.stages, strict=True)
+        step.reduced + part.update_s for step, part in zip(steps, costs.stages, strict=True)
     )
     per_stage = sim.workers // layout.pipeline
     workers = np.arange(sim.workers)

@@ -20,7 +20,7 @@ from sim.engine.training import Counter, JobStopped, Process, Training
 
 from . import schedule
 from .costs import Costs, costs_of
-from .engine import orders_of
+from .engine import orders_of, reduced
 
 if TYPE_CHECKING:
     from sim.engine.simulation import Simulation
@@ -36,6 +36,8 @@ class HybridTraining(Training):
         self.orders = orders_of(self.costs, sim.spec.strategy.schedule)
         #: (step, copy, stage, pass) -> when it ended, once it has
         self.ended: dict[tuple[int, int, int, schedule.Pass], float] = {}
+        #: (step, copy, stage, chunk) -> the start and end of the chunk's last backward
+        self.last_backward: dict[tuple[int, int, int, int], tuple[float, float]] = {}
         self.waiting: dict[tuple[int, int, int, schedule.Pass], simpy.Event] = {}
         self.flushed: dict[tuple[int, int], Counter] = {}
         self.done: dict[int, Counter] = {}
@@ -114,22 +116,43 @@ class HybridTraining(Training):
                     compute += one.compute * factor + delay
                     comm += one.comm
                     delay = 0.0  # a hiccup once a step
+                    started = env.now
                     yield env.timeout(seconds)
+                    if op == "B":
+                        self.last_backward[(step, copy, stage, chunk)] = (started, env.now)
                     key = (step, copy, stage, pass_)
                     self.ended[key] = env.now
                     self._ended(key).succeed()
                 counter = self._flushed(step, stage)
                 counter.arrive(copy)
-                yield counter.event
-                yield env.timeout(parts.reduce_s)
+                yield counter.event  # every copy of the stage has flushed
+                flushed = env.now
+                end = self._reduced(step, stage, flushed)
+                if end > flushed:
+                    yield env.timeout(end - flushed)
                 yield env.timeout(parts.update_s)
                 self.spent[(step, copy, stage)] = (
                     compute + parts.update_s,
-                    comm + parts.reduce_s,
+                    comm + end - flushed,
                 )
                 self._done(step).arrive(copy * self.costs.layout.pipeline + stage)
         except simpy.Interrupt as interrupt:
             assert isinstance(interrupt.cause, JobStopped)
+
+    def _reduced(self, step: int, stage: int, flushed: float) -> float:
+        """When a stage's gradient reduction ends, every copy's stage having flushed at
+        `flushed`: a layer's gradients are reduced once every copy's are final
+        (`engine.reduced`)."""
+        layout = self.costs.layout
+        chunks = [
+            (
+                max(self.last_backward[(step, c, stage, k)][0] for c in range(layout.data)),
+                max(self.last_backward[(step, c, stage, k)][1] for c in range(layout.data)),
+            )
+            for k in range(layout.virtual)
+        ]
+        parts = self.costs.stages[stage]
+        return reduced(parts, chunks, flushed, self.sim.spec.strategy.overlap)
 
     def _wait_for(self, step: int, copy: int, stage: int, pass_: schedule.Pass) -> Process:
         layout = self.costs.layout
