@@ -152,11 +152,14 @@ def _record(tf: Any, *values: Any) -> Any:
 
 def _fetch(tf: Any, value: Any) -> tuple[float, ...] | None:
     """A closure's record as numbers, or None when it died with the worker holding it (a
-    worker killed after running it: its update was applied, its record is lost)."""
+    worker killed after running it: its update was applied, its record is lost) or has no
+    value (a closure the coordinator gave up once the run met its target: fetched, it
+    returns None)."""
     try:
-        return tuple(float(v) for v in value.fetch())
+        record = value.fetch()
     except (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError):
         return None
+    return None if record is None else tuple(float(v) for v in record)
 
 
 def _synthetic(tf: Any, job: Coordinator, batch: int, shape: Any, classes: int, seed: int) -> Any:
