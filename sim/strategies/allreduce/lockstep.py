@@ -177,29 +177,3 @@ def exposed_communication(
         comm = comm + np.maximum(0.0, np.minimum(finish, end) - np.maximum(begin, compute_end))
     return comm
 
-
-def uninterrupted(
-    sim: Simulation, network_bytes: float, engine: str, dropped: int = 0, dropped_measured: int = 0
-) -> SimulationOutcome:
-    """The outcome of a run an engine ran without failures: nothing lost, one generation;
-    `dropped` gradients (all, and those after the measured window began) where backup
-    workers drop some."""
-    start_time, start_bytes = sim.measure_start or (0.0, 0.0)
-    return SimulationOutcome(
-        records=sim.records,
-        step_ends=sim.step_ends,
-        measure_start=start_time,
-        bytes_on_network=network_bytes - start_bytes,
-        tracer=sim.tracer,
-        failures=0,
-        lost_steps=0,
-        lost_work_time=0.0,
-        recovery_time=0.0,
-        checkpoint_time=sim.checkpoint_time,
-        dropped_gradients=dropped,
-        dropped_measured=dropped_measured,
-        generation=0,
-        checkpoints=sim.checkpoints,
-        trials=None,
-        engine=engine,
-    )
