@@ -48,6 +48,29 @@ def _over(value: float | None) -> bool:
     return value is not None and (value > MAX_STEPS or isinstance(value, float))
 
 
+def _ends_fit(s: StrategySpec, layers: int) -> bool:
+    """Whether a layout's uneven end stages (`first_layers`, `last_layers`) leave the
+    other virtual stages a whole number of layers each; False where none is given (every
+    virtual stage then l / (p v)). A ScenarioError naming the field where they do not."""
+    ends = [
+        (f, n)
+        for f, n in (("first_layers", s.first_layers), ("last_layers", s.last_layers))
+        if n is not None
+    ]
+    if not ends:
+        return False
+    rest = layers - sum(n for _, n in ends)
+    others = s.pipeline * s.virtual_stages - len(ends)
+    if rest < others or (others == 0 and rest) or (others and rest % others):
+        given = " and ".join(f"{f} {n}" for f, n in ends)
+        raise _LocatedError(
+            ("strategy", ends[0][0]),
+            f"{given} leave {rest} of model.transformer.layers {layers} "
+            f"for {others} other virtual stages, not a whole number each",
+        )
+    return True
+
+
 class ScenarioSpec(Strict):
     """One scenario document (for one sweep point, or the file before its sweep)."""
 
@@ -157,7 +180,6 @@ class ScenarioSpec(Strict):
             (("tensor", "tensor"), "model.transformer.heads", shape.heads, s.tensor),
             (("tensor", "tensor"), "model.transformer.kv_heads", shape.kv_heads, s.tensor),
             (("tensor", "tensor"), "model.transformer.ffn_hidden", shape.ffn_hidden, s.tensor),
-            (stages, "model.transformer.layers", shape.layers, s.pipeline * s.virtual_stages),
             (("context", "context"), "model.transformer.sequence", shape.sequence, s.context),
             (("expert", "expert"), "model.transformer.experts", shape.experts, s.expert),
             (("expert", "expert"), "strategy.data", data, s.expert),
@@ -165,6 +187,9 @@ class ScenarioSpec(Strict):
         if s.sequence_parallel:
             sequence = ("model.transformer.sequence", shape.sequence, s.context * s.tensor)
             checks.append((("tensor", "tensor x context"), *sequence))
+        if not _ends_fit(s, shape.layers):
+            layers = ("model.transformer.layers", shape.layers, s.pipeline * s.virtual_stages)
+            checks.append((stages, *layers))
         for (field, by), what, whole, size in checks:
             if whole % size:
                 raise _LocatedError(

@@ -24,7 +24,7 @@ from sim.simulation import Simulation
 from sim.strategies.hybrid import engine as hybrid_engine
 from sim.strategies.hybrid import schedule
 from sim.strategies.hybrid.costs import Layout, StageCosts, costs_of, size_derate
-from workloads.pipeline import layout_memory
+from workloads.pipeline import chunk_layers, layout_memory
 
 SMALL = {"layers": 8, "hidden": 256, "heads": 8, "sequence": 128, "vocab": 1024}
 BASE: dict[str, Any] = {
@@ -95,17 +95,32 @@ def test_the_bubble_shrinks_by_the_chunks() -> None:
 
 
 def test_a_transfer_between_stages_is_on_the_critical_path() -> None:
-    # 1F1B on two stages, forward 1, backward 2, a transfer of 0.25 each way, 4
-    # micro-batches, worked by hand (stage 0 warms up with one forward):
-    #   stage 0: F0 0-1, F1 1-2, B0 4.5-6.5, F2 6.5-7.5, B1 7.5-9.5, F3 9.5-10.5,
-    #            B2 11-13, B3 14-16
-    #   stage 1: F0 1.25-2.25, B0 2.25-4.25, F1 4.25-5.25, B1 5.25-7.25, F2 7.75-8.75,
-    #            B2 8.75-10.75, F3 10.75-11.75, B3 11.75-13.75
+    # 1F1B on two stages, forward 1, backward 2, a transfer of 0.25 each way that holds
+    # its sender (Megatron-LM's blocking send), 4 micro-batches, worked by hand (stage 0
+    # warms up with one forward and sends after each; stage 1 sends after each backward):
+    #   stage 0: F0 0-1, F1 1.25-2.25, B0 4.5-6.5, F2 6.5-7.5, B1 7.75-9.75,
+    #            F3 9.75-10.75, B2 11-13, B3 14.25-16.25
+    #   stage 1: F0 1.25-2.25, B0 2.25-4.25, F1 4.5-5.5, B1 5.5-7.5, F2 7.75-8.75,
+    #            B2 8.75-10.75, F3 11-12, B3 12-14, its last send until 14.25
     orders = schedule.stage_orders("1f1b", 2, 4)
     timed = schedule.run(orders, lambda s, p: 1.0 if p[0] == "F" else 2.0, 0.25)
-    assert timed[0].starts == [0.0, 1.0, 4.5, 6.5, 7.5, 9.5, 11.0, 14.0]
-    assert timed[1].starts == [1.25, 2.25, 4.25, 5.25, 7.75, 8.75, 10.75, 11.75]
-    assert (timed[0].end, timed[1].end) == (16.0, 13.75)
+    assert timed[0].starts == [0.0, 1.25, 4.5, 6.5, 7.75, 9.75, 11.0, 14.25]
+    assert timed[1].starts == [1.25, 2.25, 4.5, 5.5, 7.75, 8.75, 11.0, 12.0]
+    assert (timed[0].end, timed[1].end) == (16.25, 14.25)
+
+
+def test_every_pass_but_the_ends_sends_on() -> None:
+    # with v chunks on p stages, a micro-batch crosses p v - 1 boundaries each way:
+    # every forward but the last virtual stage's sends, every backward but the first's
+    for stages, virtual in ((2, 1), (4, 1), (4, 2), (3, 3)):
+        orders = schedule.stage_orders("1f1b", stages, stages * 2, virtual)
+        sent = sum(
+            schedule.sends(pass_, stage, stages, virtual)
+            for stage, order in enumerate(orders)
+            for pass_ in order
+        )
+        assert sent == 2 * (stages * virtual - 1) * stages * 2
+    assert not schedule.sends(("F", 0, 0), 0, 1, 1)
 
 
 # -- the engines --------------------------------------------------------------------------------
@@ -142,10 +157,11 @@ def _same(spec: ScenarioSpec) -> None:
     zero=st.sampled_from([0, 1, 3]),
     kind=st.sampled_from(["1f1b", "gpipe"]),
     overlap=st.booleans(),
+    lighter=st.booleans(),
 )
 def test_the_event_engine_and_the_laid_out_one_agree(
     tensor: int, pipeline: int, hosts: int, virtual: int, groups: int, recompute: str,
-    attention: str, zero: int, kind: str, overlap: bool,
+    attention: str, zero: int, kind: str, overlap: bool, lighter: bool,
 ) -> None:  # fmt: skip
     if zero == 3:  # ZeRO's stage 3 takes no pipeline
         pipeline = 1
@@ -168,7 +184,44 @@ def test_the_event_engine_and_the_laid_out_one_agree(
             "training.batch_per_worker": pipeline * groups,
         }
     )
+    if lighter and pipeline * virtual == 4:  # 8 layers: 1 and 1 at the ends, 3 between
+        spec = spec.model_copy(
+            update={"strategy": spec.strategy.model_copy(update={"first_layers": 1, "last_layers": 1})}
+        )
     _same(spec)
+
+
+def test_uneven_end_stages_hold_the_layers_they_are_given() -> None:
+    # Llama 3 405B's 126 layers on 16 stages: one fewer on the first and the last
+    # (Dubey et al. 2024, section 3.3.2); interleaved, the ends are virtual stages 0
+    # and p v - 1, chunk 0 of stage 0 and chunk v - 1 of stage p - 1
+    sets = {"model": "llama3_405b", "cluster.hosts": 32, "strategy.tensor": 8,
+            "strategy.pipeline": 16, "strategy.first_layers": 7, "strategy.last_layers": 7,
+            "training.batch_per_worker": 16}  # fmt: skip
+    assert chunk_layers(spec_of(**sets)) == [[7]] + [[8]] * 14 + [[7]]
+    sets.update({"strategy.virtual_stages": 2, "strategy.first_layers": 3,
+                 "strategy.last_layers": 3})  # fmt: skip
+    layers = chunk_layers(spec_of(**sets))
+    assert layers[0] == [3, 4] and layers[-1] == [4, 3] and layers[5] == [4, 4]
+    assert sum(map(sum, layers)) == 126
+
+
+def test_uneven_stages_move_work_without_adding_any() -> None:
+    # the same 8 layers over 4 stages as 2, 2, 2, 2 or 1, 3, 3, 1: every stage's passes
+    # sum to the same compute and parameters, the step's makespan set by the heaviest
+    even = spec_of(**{"cluster.hosts": 4, "strategy.pipeline": 4})
+    uneven = spec_of(**{"cluster.hosts": 4, "strategy.pipeline": 4,
+                        "strategy.first_layers": 1, "strategy.last_layers": 1})  # fmt: skip
+    a, b = costs_of(even), costs_of(uneven)
+    for side in ("forward", "backward"):
+        total_a = sum(getattr(s, side)[0].compute for s in a.stages)
+        total_b = sum(getattr(s, side)[0].compute for s in b.stages)
+        assert total_a == pytest.approx(total_b, rel=1e-12)
+    assert sum(s.params for s in a.stages) == pytest.approx(sum(s.params for s in b.stages))
+    assert b.stages[1].forward[0].compute == pytest.approx(
+        3 / 2 * a.stages[1].forward[0].compute
+    )
+    assert b.stages[0].chunk_layers == [1] and b.stages[1].chunk_layers == [3]
 
 
 def test_stragglers_run_on_the_event_engine_alone() -> None:
@@ -234,7 +287,7 @@ def test_overlapping_the_reduction_hides_all_but_the_last_bucket() -> None:
     # 8 s of buckets, 14.5. Without overlap, R after the flush. What is not the
     # gradients' (here 1 s, the weights' all-gather) follows either way
     def part(gradients: float) -> StageCosts:
-        return StageCosts([], [], 8.0, gradients + 1.0, 0.0, [8.0], gradients, 8)
+        return StageCosts([], [], 8.0, gradients + 1.0, 0.0, [8.0], gradients, [8])
 
     last = [(6.0, 10.0)]
     assert hybrid_engine.reduced(part(2.0), last, 10.0, False) == pytest.approx(13.0)
@@ -283,6 +336,12 @@ def test_first_stage_activations_are_korthikantis_eq_5() -> None:
         ({"model": "resnet50"}, "kind hybrid lays out a transformer"),
         ({"strategy.sequence_parallel": True, "strategy.tensor": 1, "strategy.pipeline": 8},
          "sequence_parallel splits over the tensor group"),
+        ({"strategy.first_layers": 3, "strategy.virtual_stages": 2},
+         "first_layers 3 leave 5 of model.transformer.layers 8 for 3 other virtual stages"),
+        ({"strategy.first_layers": 4, "strategy.last_layers": 4, "strategy.virtual_stages": 2},
+         "leave 0 of model.transformer.layers 8 for 2 other virtual stages"),
+        ({"strategy.last_layers": 1, "strategy.pipeline": 1, "strategy.tensor": 8},
+         "last_layers sizes a pipeline's end stage: pipeline > 1"),
     ],
 )  # fmt: skip
 def test_a_layout_that_does_not_divide_is_one_line(

@@ -185,11 +185,28 @@ def dense_equivalent(shape: Shape) -> Shape:
     return replace(shape, ffn_hidden=shape.ffn_hidden * shape.top_k, experts=1, top_k=1)
 
 
+def chunk_layers(spec: ScenarioSpec) -> list[list[int]]:
+    """A hybrid layout's transformer layers per stage and chunk: l / (p v) each, or
+    `first_layers` (`last_layers`) in the pipeline's first (last) virtual stage, the one
+    holding the embedding (the output layer), and the rest evenly over the others
+    (Llama 3 405B's 126 layers on 16 stages: one fewer on the first and the last, Dubey
+    et al. 2024, section 3.3.2). Virtual stage chunk x p + stage is the chunk's place in
+    the pipeline."""
+    s = spec.strategy
+    assert spec.model.transformer is not None
+    layers = spec.model.transformer.shape().layers
+    p, v = s.pipeline, s.virtual_stages
+    last = p * v - 1
+    fixed = {at: n for at, n in ((0, s.first_layers), (last, s.last_layers)) if n is not None}
+    rest = (layers - sum(fixed.values())) // max(p * v - len(fixed), 1)
+    return [[fixed.get(chunk * p + stage, rest) for chunk in range(v)] for stage in range(p)]
+
+
 def stage_params(spec: ScenarioSpec) -> list[list[float]]:
-    """A hybrid layout's parameters on one device, per stage and chunk: l / (p v) layers
-    over the tensor group (their experts' MLPs over the expert group too), the
-    embedding on stage 0's first chunk and the output layer (and final norm) on the last
-    stage's last chunk."""
+    """A hybrid layout's parameters on one device, per stage and chunk: its layers
+    (`chunk_layers`) over the tensor group (their experts' MLPs over the expert group
+    too), the embedding on stage 0's first chunk and the output layer (and final norm)
+    on the last stage's last chunk."""
     s, model = spec.strategy, spec.model
     assert model.transformer is not None  # ScenarioSpec checks it for kind hybrid
     shape = model.transformer.shape()
@@ -198,11 +215,10 @@ def stage_params(spec: ScenarioSpec) -> list[list[float]]:
     if shape.experts > 1 and s.expert > 1:
         experts = shape.experts * mlp_matrices(shape) * shape.hidden * shape.ffn_hidden
         per_layer -= experts * (1.0 - 1.0 / s.expert)
-    p, v, t = s.pipeline, s.virtual_stages, s.tensor
-    per_chunk = shape.layers // (p * v) * per_layer / t
+    p, t = s.pipeline, s.tensor
     out = []
-    for stage in range(p):
-        chunks = [per_chunk] * v
+    for stage, layers in enumerate(chunk_layers(spec)):
+        chunks = [n * per_layer / t for n in layers]
         if stage == 0:
             chunks[0] += embedding / t
         if stage == p - 1:
@@ -241,10 +257,11 @@ def layout_memory(spec: ScenarioSpec) -> list[MemoryUse]:
     whole = "selective" if s.attention == "flash" else "none"
     layer = activation_bytes_per_layer(shape, b, t, s.sequence_parallel, keeps) / c
     whole_layer = activation_bytes_per_layer(shape, b, t, s.sequence_parallel, whole) / c
-    per_chunk = shape.layers // (p * v)
+    layers_of = chunk_layers(spec)
     boundary = b * shape.sequence / c * shape.hidden * element / (t if s.sequence_parallel else 1)
     out = []
     for stage, chunks in enumerate(stage_params(spec)):
+        per_chunk = max(layers_of[stage])  # uneven chunks: each held at the largest
         params = sum(chunks)
         state = model_state_bytes(params, data, s.stage, precision)
         weights = params * element / (data if s.stage >= 3 else 1)
@@ -260,7 +277,7 @@ def layout_memory(spec: ScenarioSpec) -> list[MemoryUse]:
         activations = held * layer + (whole_layer if s.recompute == "full" else 0.0)
         buffers = 2 * boundary if p > 1 else 0.0
         if s.stage >= 3:  # a layer's gathered weights, and the next one's prefetched
-            buffers += 2 * chunks[-1] / per_chunk * element
+            buffers += 2 * chunks[-1] / layers_of[stage][-1] * element
         if stage == p - 1:
             buffers += 4.0 * b * shape.sequence * shape.vocab / (t * c)
         out.append(

@@ -43,8 +43,11 @@ _KINDS_OF_FIELD = {
     "context": ("hybrid",),
     "expert": ("hybrid",),
     "virtual_stages": ("hybrid",),
+    "first_layers": ("hybrid",),
+    "last_layers": ("hybrid",),
     "micro_batch": ("hybrid",),
     "sequence_parallel": ("hybrid",),
+    "scatter_gather": ("hybrid",),
     "recompute": ("hybrid",),
     "attention": ("hybrid",),
     "replication": ("allreduce",),
@@ -152,8 +155,20 @@ class StrategySpec(Strict):
     context: int = Field(default=1, ge=1)
     expert: int = Field(default=1, ge=1)
     virtual_stages: int = Field(default=1, ge=1)
+    # hybrid: the layers of the pipeline's first and last virtual stage (the ones that
+    # hold the embedding and the output layer), the rest divided evenly among the others
+    # (None: every virtual stage l / (p v)); without interleaving, Megatron-LM's
+    # --decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers
+    first_layers: int | None = Field(default=None, ge=1)
+    last_layers: int | None = Field(default=None, ge=1)
     micro_batch: int = Field(default=1, ge=1)
     sequence_parallel: bool = False
+    # hybrid: what crosses between stages is split over the tensor group, each rank
+    # sending 1/t of it and the receivers all-gathering it inside their node (Narayanan
+    # et al. 2021, section 4.1; on by default in Megatron-LM of 2021-22, whose
+    # --no-scatter-gather-tensors-in-pipeline turned it off); sequence parallelism
+    # splits it without a gather
+    scatter_gather: bool = False
     recompute: Literal["none", "selective", "full"] = "none"
     # hybrid: how the attention's core runs: flash (one fused kernel that keeps no s x s
     # matrix and recomputes the scores in its backward, Dao et al. 2022; Megatron-LM's
@@ -288,6 +303,10 @@ class StrategySpec(Strict):
         cluster, `ScenarioSpec` checks)."""
         if not self.sync:
             raise ValueError("kind hybrid is synchronous (a flush every step): sync: true")
+        uneven = self.first_layers is not None or self.last_layers is not None
+        if uneven and self.pipeline * self.virtual_stages == 1:
+            which = "first_layers" if self.first_layers is not None else "last_layers"
+            raise ValueError(f"{which} sizes a pipeline's end stage: pipeline > 1")
         if self.virtual_stages > 1 and self.pipeline == 1:
             raise ValueError(
                 f"virtual_stages {self.virtual_stages} interleaves a pipeline: pipeline > 1"

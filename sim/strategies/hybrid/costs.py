@@ -4,9 +4,10 @@ A layout (`strategy.kind: hybrid`) puts device r at tensor rank r mod t, context
 (r // t) mod c, data rank (r // tc) mod d and pipeline stage r // tcd (Megatron-LM's
 order, tensor fastest), so a tensor group is t neighbouring devices (one NVLink domain
 where t divides devices_per_host), a data-parallel group strides tc, and neighbouring
-stages are tcd apart. Each stage holds `virtual_stages` chunks of l / (p v) layers; the
-first chunk of stage 0 adds the embedding, the last chunk of stage p - 1 the output
-layer and its loss.
+stages are tcd apart. Each stage holds `virtual_stages` chunks of l / (p v) layers (the
+first and last virtual stage `first_layers` and `last_layers` where given, the rest
+evenly); the first chunk of stage 0 adds the embedding, the last chunk of stage p - 1
+the output layer and its loss.
 
 One micro-batch's pass over a chunk is a sum of named parts (`Pass`):
 
@@ -40,7 +41,9 @@ what it stores is Korthikanti et al.'s count without the 5as/h term (the selecti
 form).
 
 Between stages a micro-batch's activations (forward) or their gradient (backward), b (s/c) h
-elements (over t with sequence parallelism), cross in `p2p_s`. Once the pipeline is flushed
+elements, cross in `p2p_s`: over t with sequence parallelism, and with `scatter_gather`
+each tensor rank sends its 1/t and the receivers all-gather the whole inside their node
+(Narayanan et al. 2021, section 4.1). Once the pipeline is flushed
 each stage reduces its gradients over its data-parallel group (`gradient_bytes`: fp32 for a
 bf16 model, Megatron's main gradients; with ZeRO's stage 1, Megatron's distributed
 optimizer: a reduce-scatter, the update on a 1/d shard, an all-gather of the 16-bit
@@ -57,7 +60,7 @@ from scenarios.fields import DTYPE_BYTES
 from scenarios.spec import ScenarioSpec
 from scenarios.transformer import Shape, flops_per_layer_forward, logits_flops
 from sim.network import fabric
-from workloads.pipeline import dense_equivalent, stage_params
+from workloads.pipeline import chunk_layers, dense_equivalent, stage_params
 from workloads.transformer import activation_bytes_per_layer
 
 #: bytes Adam moves per parameter in one update with mixed precision: it reads the fp32
@@ -72,6 +75,7 @@ ADAM_BYTES = 30
 #: gives it, 0.47). The same shape of curve is assumed for every device
 SIZE_CURVE = ((1024.0, 119.4 / 253.7), (2048.0, 221.8 / 253.7), (4096.0, 228.0 / 253.7),
               (8192.0, 1.0))  # fmt: skip
+
 
 def gradient_bytes(dtype: str) -> int:
     """Bytes of one main gradient element as Megatron-LM reduces it: fp32 for a bf16 model
@@ -173,8 +177,8 @@ class StageCosts:
     # of reduce_s, the gradients' reduction, which `overlap` runs during the backward
     # passes (the rest, the weights' all-gather and the embedding's all-reduce, after)
     gradients_s: float = 0.0
-    # layers a chunk holds (the buckets `overlap` reduces one by one)
-    chunk_layers: int = 1
+    # layers each chunk holds (the buckets `overlap` reduces one by one)
+    chunk_layers: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -327,16 +331,16 @@ def costs_of(spec: ScenarioSpec) -> Costs:
     shape = model.transformer.shape()
     layout = Layout.of(spec)
     p, v = layout.pipeline, layout.virtual
-    per_chunk = shape.layers // (p * v)
+    layers_of = chunk_layers(spec)
     layer_f, layer_b = layer_passes(spec, shape, layout)
     out_f, out_b = output_passes(spec, shape, layout)
-    chunk_f, chunk_b = _scaled(layer_f, per_chunk), _scaled(layer_b, per_chunk)
     t = layout.tensor
     stages = []
     for stage, chunk_params in enumerate(stage_params(spec)):
         forward, backward = [], []
         for chunk in range(v):
-            f, b = chunk_f, chunk_b
+            layers = layers_of[stage][chunk]
+            f, b = _scaled(layer_f, layers), _scaled(layer_b, layers)
             if stage == p - 1 and chunk == v - 1:
                 f, b = _plus(f, out_f), _plus(b, out_b)
             if spec.strategy.stage >= 3:
@@ -354,16 +358,21 @@ def costs_of(spec: ScenarioSpec) -> Costs:
                 _update_s(spec, layout, params),
                 chunk_params,
                 _reduce_s(spec, layout, stage, params, shape, gradients_only=True),
-                per_chunk,
+                layers_of[stage],
             )
         )
     element = DTYPE_BYTES[model.dtype]
     boundary = layout.micro_batch * shape.sequence / layout.context * shape.hidden * element
-    if spec.strategy.sequence_parallel:
-        boundary /= t
     p2p = 0.0
     if p > 1:
-        p2p = fabric.send_s(boundary, fabric.path_of(spec.cluster, layout.group("p2p")))
+        path = fabric.path_of(spec.cluster, layout.group("p2p"))
+        if spec.strategy.sequence_parallel:
+            p2p = fabric.send_s(boundary / t, path)
+        elif spec.strategy.scatter_gather and t > 1:
+            tensor_path = fabric.path_of(spec.cluster, layout.group("tensor"))
+            p2p = fabric.send_s(boundary / t, path) + fabric.gather_s(boundary, t, tensor_path)
+        else:
+            p2p = fabric.send_s(boundary, path)
     return Costs(layout, stages, p2p)
 
 

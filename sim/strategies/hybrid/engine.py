@@ -72,11 +72,11 @@ def reduced(
     if not overlap or parts.gradients_s <= 0:
         return flush + parts.reduce_s
     total = sum(parts.chunk_params) or 1.0
-    layers = max(parts.chunk_layers, 1)
     free = 0.0
     order = sorted(range(len(last_backward)), key=lambda c: last_backward[c])
     for chunk in order:
         start, end = last_backward[chunk]
+        layers = max(parts.chunk_layers[chunk], 1)
         bucket = parts.gradients_s * parts.chunk_params[chunk] / total / layers
         for layer in range(layers):
             ready = start + (layer + 1) * (end - start) / layers
@@ -109,13 +109,17 @@ def stage_steps(costs: Costs, timed: list[schedule.Timed], overlap: bool) -> lis
     """Each stage's flush and reduction, and its compute and communication over the
     step."""
     steps = []
-    chunks = costs.layout.virtual
-    for parts, done in zip(costs.stages, timed, strict=True):
+    layout = costs.layout
+    chunks = layout.virtual
+    for stage, (parts, done) in enumerate(zip(costs.stages, timed, strict=True)):
         compute = comm = 0.0
-        for op, _, chunk in done.passes:
+        for pass_ in done.passes:
+            op, _, chunk = pass_
             one = (parts.forward if op == "F" else parts.backward)[chunk]
             compute += one.compute
             comm += one.comm
+            if schedule.sends(pass_, stage, layout.pipeline, chunks):
+                comm += costs.p2p_s
         end = reduced(parts, last_backwards(done, chunks), done.end, overlap)
         steps.append(StageStep(done.end, end, compute + parts.update_s, comm + end - done.end))
     return steps

@@ -5,7 +5,9 @@ takes and what crosses between stages.
 A pass waits for its device (the pass before it in the stage's order) and for the pass
 it needs: a chunk's forward the previous virtual stage's forward of the same
 micro-batch, a backward the next virtual stage's backward (the last virtual stage's, its
-own forward), each `p2p_s` after it ends where they are on different devices. Every pass
+own forward), each `p2p_s` after it ends where they are on different devices. A device
+that sends what a pass produced to another stage is held for that `p2p_s` (Megatron-LM's
+schedules send and receive between passes and wait for both: `sends`). Every pass
 starts at the later of the two: the schedule's list scheduling, exact for any durations,
 and the same instants the event engine (`training.py`) reaches.
 
@@ -17,7 +19,7 @@ and section 2.2.2); tests/test_hybrid.py holds `run` to them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from workloads.pipeline import interleaved_order, schedule_of
 
@@ -42,10 +44,12 @@ class Timed:
     passes: list[Pass]
     starts: list[float]
     ends: list[float]
+    #: when the device is free after its last pass, its last send included
+    released: float = 0.0
 
     @property
     def end(self) -> float:
-        return self.ends[-1] if self.ends else 0.0
+        return max(self.ends[-1] if self.ends else 0.0, self.released)
 
     @property
     def busy(self) -> float:
@@ -65,6 +69,16 @@ def needs(pass_: Pass, stage: int, stages: int, virtual: int) -> tuple[Pass, int
         return ("F", micro, chunk), stage
     after = at + 1
     return ("B", micro, after // stages), after % stages
+
+
+def sends(pass_: Pass, stage: int, stages: int, virtual: int) -> bool:
+    """Whether what `pass_` of `stage` produced goes on to another stage: every forward
+    but the last virtual stage's, every backward but the first's."""
+    op, _, chunk = pass_
+    if stages == 1:
+        return False
+    at = chunk * stages + stage
+    return at != stages * virtual - 1 if op == "F" else at != 0
 
 
 def run(
@@ -99,10 +113,10 @@ def run(
                 ends[(stage, pass_)] = end
                 timed[stage].starts.append(begin)
                 timed[stage].ends.append(end)
-                free[stage] = end
+                free[stage] = end + (p2p_s if sends(pass_, stage, stages, virtual) else 0.0)
                 done[stage] += 1
                 remaining -= 1
                 moved = True
         if not moved:
             raise RuntimeError("the pipeline's schedule waits on itself")
-    return timed
+    return [replace(one, released=free[stage]) for stage, one in enumerate(timed)]

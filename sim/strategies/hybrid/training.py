@@ -123,6 +123,11 @@ class HybridTraining(Training):
                     key = (step, copy, stage, pass_)
                     self.ended[key] = env.now
                     self._ended(key).succeed()
+                    if schedule.sends(
+                        pass_, stage, self.costs.layout.pipeline, self.costs.layout.virtual
+                    ):
+                        comm += self.costs.p2p_s
+                        yield env.timeout(self.costs.p2p_s)
                 counter = self._flushed(step, stage)
                 counter.arrive(copy)
                 yield counter.event  # every copy of the stage has flushed
