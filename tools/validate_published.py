@@ -17,7 +17,8 @@ classes, which are the CNN-era set's.
 
 Throughput figures are judged by their relative error (within 8%); scaling efficiencies
 by percentage points (within 5). Two figures of one table more than 2% apart (relative
-to the smaller) must be ordered by the simulator as published.
+to the smaller) must be ordered by the simulator as published, and so must every ordering
+a source states in words (`published.orders`: this point trains faster than that one).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from measured.errors import PUBLISHED_ERRORS, error_class  # noqa: E402
-from measured.published import Figure, figures  # noqa: E402
+from measured.published import Figure, Stated, figures, stated  # noqa: E402
 from reports.compare import mape as percent_mape  # noqa: E402
 from results.files import git_commit, write_atomic  # noqa: E402
 from scenarios import load  # noqa: E402
@@ -135,22 +136,53 @@ class Compared:
         return (self.figure.spec.source, self.figure.spec.table)
 
 
+@dataclass(frozen=True)
+class Ordered:
+    """An ordering a source states in words beside the simulated throughputs of its two
+    points."""
+
+    scenario: str
+    stated: Stated
+    faster: float  # simulated samples/s at the point the source says is faster
+    slower: float
+
+    @property
+    def kept(self) -> bool:
+        return self.faster > self.slower
+
+
 def compare(paths: Sequence[Path], jobs: int = 1) -> list[Compared]:
     """Simulate every scenario and pair each published figure with its simulated value."""
+    return check(paths, jobs)[0]
+
+
+def check(paths: Sequence[Path], jobs: int = 1) -> tuple[list[Compared], list[Ordered]]:
+    """Simulate every scenario: each published figure beside its simulated value, and
+    each ordering stated in words beside its two points' simulated throughputs."""
     out: list[Compared] = []
+    orders: list[Ordered] = []
     for path in paths:
         scenario = load(path)
         wanted = figures(scenario)
         result = run(scenario, jobs=jobs)
         rows = {p.point_id: p.row for p in result.points}
+        key = "throughput_samples_per_s"
+        for one in stated(scenario):
+            orders.append(
+                Ordered(
+                    scenario.name,
+                    one,
+                    float(rows[one.faster.id][key]),
+                    float(rows[one.slower.id][key]),
+                )
+            )
         for figure in wanted:
             if figure.reference is not None:  # relative_throughput
-                key = "throughput_samples_per_s"
                 value = float(rows[figure.point.id][key]) / float(rows[figure.reference.id][key])
             else:
                 value = float(rows[figure.point.id][figure.metric])
             out.append(Compared(scenario.name, figure, value))
-    return out
+    return out, orders
 
 
 def error_table(compared: Sequence[Compared]) -> str:
@@ -220,18 +252,50 @@ def _err(c: Compared) -> str:
 
 
 def _at(c: Compared) -> str:
-    at = c.figure.published.at
-    return ", ".join(f"{k.rsplit('.', 1)[-1]}={_short(v)}" for k, v in at.items()) or "-"
+    return _where(c.figure.published.at)
 
 
 def _short(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_short(v)}" for k, v in value.items()) + "}"
     return str(value)
 
 
+def _where(at: dict[str, object]) -> str:
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={_short(v)}" for k, v in at.items()) or "-"
+
+
+def stated_lines(orders: Sequence[Ordered]) -> list[str]:
+    """The document's section on the orderings sources state in words."""
+    if not orders:
+        return []
+    lines = [
+        "",
+        "## Orderings stated in words",
+        "",
+        "What a source says without figures: the first point trains faster than the second.",
+        "",
+        "| source | where | faster | slower | simulated, samples/s | kept |",
+        "|---|---|---|---|---|---|",
+    ]
+    for o in orders:
+        spec = o.stated.spec
+        lines.append(
+            f"| [{spec.source}]({spec.url}) | {o.stated.order.note or spec.table} | "
+            f"{_where(o.stated.order.faster)} | {_where(o.stated.order.slower)} | "
+            f"{o.faster:.3g} / {o.slower:.3g} | {'yes' if o.kept else '**no**'} |"
+        )
+    return lines
+
+
 def document(
-    compared: Sequence[Compared], seconds: float, analysis: str, collection: Collection = GPU
+    compared: Sequence[Compared],
+    seconds: float,
+    analysis: str,
+    collection: Collection = GPU,
+    orders: Sequence[Ordered] = (),
 ) -> str:
     """The collection's document (docs/validation-published.md, docs/validation-llm.md)."""
     today = dt.date.today().isoformat()
@@ -259,7 +323,13 @@ def document(
         f"(+-{100 * REL_TOLERANCE:.0f}% of throughput, +-{100 * PP_TOLERANCE:.0f} points of "
         f"scaling efficiency; target {100 * WITHIN_TARGET:.0f}%). **Order: {ordered} of "
         f"{judged} pairs** of figures within a source's table that are more than "
-        f"{100 * TIE:.0f}% apart are ordered as published.",
+        f"{100 * TIE:.0f}% apart are ordered as published"
+        + (
+            f"; **{sum(o.kept for o in orders)} of {len(orders)} orderings** its sources "
+            "state in words are kept."
+            if orders
+            else "."
+        ),
         "",
         "## By source",
         "",
@@ -304,6 +374,7 @@ def document(
                 f"{_fmt(a, a.published)} / {_fmt(b, b.published)}, simulated "
                 f"{_fmt(a, a.simulated)} / {_fmt(b, b.simulated)}."
             )
+    lines += stated_lines(orders)
     lines += ["", "## Analysis", "", BEGIN, analysis.strip(), END, ""]
     return "\n".join(lines)
 
@@ -322,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.only:
         paths = [p for p in paths if p.stem in args.only]
     started = time.perf_counter()
-    compared = compare(paths, jobs=args.jobs)
+    compared, orders = check(paths, jobs=args.jobs)
     seconds = time.perf_counter() - started
     out = Path(args.out) if args.out else collection.doc
     analysis = "(no analysis yet)"
@@ -330,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = out.read_text()
         if BEGIN in text and END in text:
             analysis = text.split(BEGIN, 1)[1].split(END, 1)[0]
-    write_atomic(out, document(compared, seconds, analysis, collection))
+    write_atomic(out, document(compared, seconds, analysis, collection, orders))
     if not args.only and collection.classes:  # the classes need every figure
         write_atomic(PUBLISHED_ERRORS, error_table(compared))
     throughput = [c for c in compared if not c.efficiency]
@@ -338,7 +409,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"validate-published: {len(compared)} figures, throughput MAPE "
         f"{100 * mape(throughput):.1f}%, {sum(c.within for c in compared)} within tolerance, "
-        f"{ordered} of {judged} pairs ordered; {seconds:.0f} s; wrote {out}"
+        f"{ordered} of {judged} pairs ordered, {sum(o.kept for o in orders)} of "
+        f"{len(orders)} stated orderings kept; {seconds:.0f} s; wrote {out}"
     )
     return 0
 

@@ -19,6 +19,15 @@ class PublishedPoint(Strict):
     note: str = ""
 
 
+class PublishedOrder(Strict):
+    """An ordering a source states in words rather than figures: the point at `faster`
+    trains faster than the point at `slower` (each `at` as a figure's)."""
+
+    faster: dict[str, Any]
+    slower: dict[str, Any]
+    note: str = ""  # where the source says it
+
+
 class PublishedSpec(Strict):
     """Where a scenario's published measurements come from (`scenarios/published/`).
 
@@ -36,10 +45,13 @@ class PublishedSpec(Strict):
         "throughput_samples_per_s"
     )
     reference: dict[str, Any] | None = None  # relative_throughput: the `at` of the 1x point
-    points: tuple[PublishedPoint, ...] = Field(min_length=1)
+    points: tuple[PublishedPoint, ...] = ()
+    orders: tuple[PublishedOrder, ...] = ()
 
     @model_validator(mode="after")
     def _reference_with_relative(self) -> PublishedSpec:
         if (self.metric == "relative_throughput") != (self.reference is not None):
             raise ValueError("reference: give it with metric relative_throughput, and only then")
+        if not self.points and not self.orders:
+            raise ValueError("points: give at least one figure, or an ordering in orders")
         return self
