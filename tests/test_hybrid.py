@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from scenarios.spec import ScenarioSpec
 from sim.engine.metrics import summarize
+from sim.network import fabric
 from sim.simulation import Simulation
 from sim.strategies.hybrid import engine as hybrid_engine
 from sim.strategies.hybrid import schedule
@@ -185,9 +186,8 @@ def test_the_event_engine_and_the_laid_out_one_agree(
         }
     )
     if lighter and pipeline * virtual == 4:  # 8 layers: 1 and 1 at the ends, 3 between
-        spec = spec.model_copy(
-            update={"strategy": spec.strategy.model_copy(update={"first_layers": 1, "last_layers": 1})}
-        )
+        ends = spec.strategy.model_copy(update={"first_layers": 1, "last_layers": 1})
+        spec = spec.model_copy(update={"strategy": ends})
     _same(spec)
 
 
@@ -222,6 +222,84 @@ def test_uneven_stages_move_work_without_adding_any() -> None:
         3 / 2 * a.stages[1].forward[0].compute
     )
     assert b.stages[0].chunk_layers == [1] and b.stages[1].chunk_layers == [3]
+
+
+#: a device that only multiplies: 0.1 TFLOP/s, every GEMM at its peak x the size curve,
+#: no memory-bound kernels and no update (no memory bandwidth), so that a step is its
+#: FLOPs, its schedule and its collectives; every GEMM of SMALL (h 256, d_h 32, s 128,
+#: one sequence) has a side under 1,024, where the curve holds at 119.4 / 253.7
+SLOW = {"name": "slow", "peak_flops": "0.1 TFLOP/s", "matmul_efficiency": {"any": 1.0}}
+DERATE = 119.4 / 253.7
+
+
+def _step(spec: ScenarioSpec, events: bool) -> float:
+    sim = Simulation(spec, lockstep=not events)
+    outcome = sim.run()
+    assert outcome.engine == ("events" if events else "hybrid")
+    return summarize(spec, outcome)["step_time_mean_s"]
+
+
+def _layer_forward_s(b: int = 1, s: int = 128, h: int = 256, t: int = 1) -> float:
+    # a GPT layer's forward, 24 b s h^2 + 4 b s^2 h FLOPs (Narayanan et al. 2021,
+    # appendix), over t devices
+    return (24 * b * s * h * h + 4 * b * s * s * h) / t / (0.1e12 * DERATE)
+
+
+@pytest.mark.parametrize("events", [False, True], ids=["laid-out", "events"])
+def test_a_step_is_its_flops_over_the_interleaved_schedule_on_both_engines(
+    events: bool,
+) -> None:
+    # 8 layers on p = 4 stages in v = 2 chunks of one layer, m = 8 micro-batches, backward
+    # twice the forward (no recomputation): (m + (p - 1)/v)(F + B) with F + B three
+    # layers' forwards for each of a device's two chunks (Narayanan et al. 2021, section
+    # 2.2.2). What else runs (the 8-token vocabulary's logits, transfers over NVLink, the
+    # tied embedding's all-reduce) is under 0.3% of it
+    spec = spec_of(**{
+        "cluster.hosts": 1, "cluster.device": SLOW, "model.transformer.vocab": 8,
+        "strategy.tensor": 1, "strategy.pipeline": 4, "strategy.virtual_stages": 2,
+        "strategy.attention": "unfused",
+    })  # fmt: skip
+    f = _layer_forward_s()
+    assert _step(spec, events) == pytest.approx((8 + 3 / 2) * 2 * 3 * f, rel=3e-3)
+
+
+@pytest.mark.parametrize("events", [False, True], ids=["laid-out", "events"])
+def test_data_parallel_gradients_follow_the_flush_on_both_engines(events: bool) -> None:
+    # one device a host, d = 4 copies of the whole model, 8 micro-batches each: m (F + B)
+    # of compute, then a ring all-reduce of every fp32 main gradient across the 2:1
+    # oversubscribed leaves, 2 (d - 1)/d S / (B / 2) with no latency
+    network = {
+        "bandwidth": "100 Gbit/s", "protocol": "rdma", "step_latency": "0 us",
+        "rails": 1, "tiers": [{"hosts": 2, "oversubscription": 2}, {"hosts": 4}],
+    }  # fmt: skip
+    spec = spec_of(**{
+        "cluster.hosts": 4, "cluster.devices_per_host": 1, "cluster.network": network,
+        "cluster.device": SLOW, "strategy.tensor": 1, "strategy.pipeline": 1,
+        "strategy.attention": "unfused",
+    })  # fmt: skip
+    shape = spec.model.transformer.shape()
+    logits = 2 * 128 * 256 * shape.vocab / (0.1e12 * DERATE)  # 2 b s h V, forward
+    compute = 8 * 3 * (8 * _layer_forward_s() + logits)
+    layers, h, v, seq = 8, 256, 1024, 128  # parameters by Narayanan et al. 2021's Eq. 2
+    params = 12 * layers * h * h * (1 + 13 / (12 * h) + (v + seq) / (12 * layers * h))
+    ring = 2 * 3 / 4 * params * 4 / (100e9 / 8 / 2)
+    assert _step(spec, events) == pytest.approx(compute + ring, rel=1e-6)
+
+
+def test_an_expert_all_to_all_crosses_the_rails() -> None:
+    # experts over e = 4 data-parallel ranks on four hosts of one device: a dispatch and
+    # a combine in forward and two in backward, each rank sending (e - 1)/e of its b s k
+    # h 16-bit elements over its NIC (HDR, 25 GB/s x 0.96), (e - 1) steps of 9.6 us
+    moe = {**SMALL, "experts": 4, "top_k": 2}
+    spec = spec_of(**{
+        "cluster.hosts": 4, "cluster.devices_per_host": 1, "model.transformer": moe,
+        "strategy.tensor": 1, "strategy.pipeline": 1, "strategy.expert": 4,
+    })  # fmt: skip
+    moved = 1 * 128 * 2 * 256 * 2
+    one = 3 / 4 * moved / (25e9 * 0.96) + 3 * 9.6e-6
+    costs = costs_of(spec)
+    assert costs.stages[0].forward[0].expert == pytest.approx(8 * 2 * one)
+    assert costs.stages[0].backward[0].expert == pytest.approx(8 * 2 * one)
 
 
 def test_stragglers_run_on_the_event_engine_alone() -> None:
@@ -276,6 +354,38 @@ def test_data_parallel_gradients_cross_the_oversubscribed_tiers() -> None:
     flat = {**network, "tiers": [{"hosts": 4, "oversubscription": 2}]}
     within = costs_of(spec_of(**{**sets, "cluster.network": flat}))
     assert within.stages[0].reduce_s == pytest.approx(ring / 2)  # one leaf: no taper
+
+
+def test_each_tier_a_ring_reaches_past_tapers_it() -> None:
+    # a three-tier fat-tree of hosts of 8 devices: leaves of 2 hosts at 2:1, spine groups
+    # of 4 hosts at 3:1, the core above at 1:1 (oversubscription per tier: what the
+    # switches below it take in over what they send up). A ring within a host runs on
+    # NVLink; within a leaf at a NIC's rate; within a spine group at 1/2 of it; across
+    # spine groups at 1/6. With 8 rails each device has its own NIC; with 2, four
+    # devices share one
+    network = {
+        "bandwidth": "400 Gbit/s", "protocol": "rdma", "goodput": 1.0, "rails": 8,
+        "tiers": [{"hosts": 2, "oversubscription": 2}, {"hosts": 4, "oversubscription": 3},
+                  {"hosts": 16}],
+    }  # fmt: skip
+    spec = spec_of(**{"cluster.hosts": 16, "cluster.devices_per_host": 8,
+                      "cluster.network": network, "strategy.tensor": 8})  # fmt: skip
+    cluster, nic = spec.cluster, 400e9 / 8
+
+    def rate(hosts: list[int]) -> float:
+        return fabric.path_of(cluster, [8 * h for h in hosts]).bandwidth
+
+    assert fabric.path_of(cluster, [0, 7]).bandwidth == pytest.approx(
+        cluster.host_link.bandwidth * cluster.host_link.goodput
+    )
+    assert rate([0, 1]) == pytest.approx(nic)
+    assert rate([0, 1, 2, 3]) == pytest.approx(nic / 2)
+    assert rate([0, 4]) == pytest.approx(nic / 6)
+    assert rate(list(range(16))) == pytest.approx(nic / 6)
+    two_rails = spec_of(**{"cluster.hosts": 16, "cluster.devices_per_host": 8,
+                           "cluster.network": {**network, "rails": 2},
+                           "strategy.tensor": 8})  # fmt: skip
+    assert fabric.path_of(two_rails.cluster, [0, 8]).bandwidth == pytest.approx(nic / 4)
 
 
 def test_overlapping_the_reduction_hides_all_but_the_last_bucket() -> None:

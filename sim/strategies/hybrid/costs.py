@@ -194,7 +194,8 @@ def _rates(spec: ScenarioSpec) -> tuple[float, float]:
     device = spec.cluster.device
     dtype = device.compute_dtype(spec.model.dtype)
     peak = device.peak_for(dtype) or 0.0
-    efficiency = (device.matmul_efficiency or {}).get(dtype)
+    measured = device.matmul_efficiency or {}
+    efficiency = measured.get(dtype, measured.get("any"))
     if efficiency is None:
         efficiency = device.efficiency_for(dtype) or 0.5
     memory = (device.memory_bandwidth or 0.0) * (device.memory_efficiency or 1.0)
