@@ -49,6 +49,9 @@ class ComputeEntry(_Strict):
     # driving `processes` devices with MirroredStrategy: what its one client costs
     gradients_only: bool = False
     in_graph: bool = False
+    # a transformer's layout (`kind: hybrid`): the model run by real/process/tensor.py,
+    # one device (tensor 1, data 1), rather than the Keras model a worker builds
+    layout: bool = False
     step_time: PositiveSeconds  # mean (what throughput sees; p10/p90 give the spread)
     p10: Seconds | None = None
     p90: Seconds | None = None
@@ -68,6 +71,7 @@ class ComputeEntry(_Strict):
             **({"fed": True} if e.fed else {}),
             **({"gradients_only": True} if e.gradients_only else {}),
             **({"in_graph": True} if e.in_graph else {}),
+            **({"layout": True} if e.layout else {}),
             "step_time": _ms(e.step_time),
             **({"p10": _ms(e.p10)} if e.p10 is not None else {}),
             **({"p90": _ms(e.p90)} if e.p90 is not None else {}),

@@ -205,6 +205,7 @@ class Profile(_Strict):
         fed: bool = False,
         gradients_only: bool = False,
         in_graph: bool = False,
+        layout: bool = False,
     ) -> float | None:
         """Measured single-worker step time with `processes` such processes on the host.
 
@@ -220,6 +221,7 @@ class Profile(_Strict):
             and e.fed == fed
             and e.gradients_only == gradients_only
             and e.in_graph == in_graph
+            and e.layout == layout
         ]
         # measured beside as many listening servers, if it was; else without any
         beside = [e for e in entries if e.servers == servers]

@@ -1,6 +1,6 @@
 """What one TensorFlow process runs: the job description both launchers take.
 
-A job is one of six kinds of work, each a frozen dataclass with a `kind` tag, made of the
+A job is one of seven kinds of work, each a frozen dataclass with a `kind` tag, made of the
 parts it needs:
 
 - `Place` (every job): its task in the cluster, device and seed;
@@ -10,7 +10,8 @@ parts it needs:
 
 The kinds: `AllReduceWorker` (an all-reduce worker, or one worker with no strategy),
 `Trial` (an independent trial: a worker alone), `Coordinator` (the parameter-server
-chief), `PipelineChief` (a pipeline's client), `Server` (a task that only serves: a
+chief), `PipelineChief` (a pipeline's client), `TensorWorker` (a device of a
+transformer's tensor x data layout), `Server` (a task that only serves: a
 parameter-server job's workers and servers, a pipeline's stages) and `Probe` (a
 calibration probe in place of training).
 
@@ -34,7 +35,7 @@ from results.streams import lognormal_factors, stream
 from scenarios.sections.training import Target
 from workloads.schedule import Schedule
 
-#: `data: digits` (real/process/data.py): pixels per image and classes of the data set, to
+#: `data: digits` (real/process/training.py): pixels per image and classes of the data set, to
 #: which the model's input and output must fit
 DIGITS_FEATURES = 64
 DIGITS_CLASSES = 10
@@ -168,6 +169,18 @@ class PipelineChief(Place, Training):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TensorWorker(Place, Training):
+    """One device of a transformer's tensor x data layout (real/process/tensor.py): a
+    DTensor client of a mesh of `data_parallel` x `tensor` devices, a copy's batch in
+    `micro_batches`."""
+
+    kind: ClassVar[str] = "tensor"
+    tensor: int = 1
+    data_parallel: int = 1
+    micro_batches: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
 class Server(Place):
     """A task that joins the cluster, serves and reports no steps
     (real/process/server.py): a parameter-server job's workers and servers, a pipeline's
@@ -197,13 +210,14 @@ class Probe(Place, Model):
 J = TypeVar("J", bound=Place)
 
 #: a job of any kind
-Job = AllReduceWorker | Trial | Coordinator | PipelineChief | Server | Probe
+Job = AllReduceWorker | Trial | Coordinator | PipelineChief | TensorWorker | Server | Probe
 #: a job that trains a model
-Trainer = AllReduceWorker | Trial | Coordinator | PipelineChief
+Trainer = AllReduceWorker | Trial | Coordinator | PipelineChief | TensorWorker
 
 #: the kinds of job by their tag
 KINDS: dict[str, type[Job]] = {
-    cls.kind: cls for cls in (AllReduceWorker, Trial, Coordinator, PipelineChief, Server, Probe)
+    cls.kind: cls
+    for cls in (AllReduceWorker, Trial, Coordinator, PipelineChief, TensorWorker, Server, Probe)
 }
 
 

@@ -17,6 +17,7 @@ from real.job import (
     Place,
     Probe,
     Server,
+    TensorWorker,
     Training,
     Trial,
     load_job,
@@ -55,6 +56,7 @@ JOBS = [
         eval_every=5,
     ),
     PipelineChief(stages=2, micro_batches=4, split=[1, 2]),
+    TensorWorker(index=1, workers=4, tensor=2, data_parallel=2, micro_batches=2),
     Server(role="ps", index=1, pin=True, core=3, busy_every_s=0.005),
     Probe(role="chief", probe="update", keras={"builder": "mlp"}, repeats=3),
 ]

@@ -146,7 +146,7 @@ def test_each_step_trains_on_the_batch_the_chief_sent(own: str) -> None:
     a loss off by percent."""
     from real.job import PipelineChief
     from real.launcher import Launcher
-    from real.process.data import digits_split
+    from real.process.training import digits_split
     from real.protocol import Step
     from real.runner import jobs_for
     from scenarios import loads

@@ -76,10 +76,12 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def compute_key(spec: ScenarioSpec) -> tuple[str, int, str, int, int, int]:
+def compute_key(spec: ScenarioSpec) -> tuple[str, int, str, int, int, int, bool]:
     """What a point's compute entry is measured for: model, batch, dtype, the host's
-    worker processes (P), the server processes listening beside them, and a pipeline's
-    micro-batches. A pipeline's P: its stages, side by side on a core each, at most cores()."""
+    worker processes (P), the server processes listening beside them, a pipeline's
+    micro-batches, and whether the model is a transformer layout's (`kind: hybrid`, its
+    own implementation). A pipeline's P: its stages, side by side on a core each, at most
+    cores()."""
     pipeline = spec.strategy.pipelined
     return (
         spec.model.name,
@@ -88,6 +90,7 @@ def compute_key(spec: ScenarioSpec) -> tuple[str, int, str, int, int, int]:
         min(spec.strategy.stages, cores()) if pipeline else spec.cluster.devices_per_host,
         0 if pipeline else server_processes(spec),
         spec.strategy.micro_batches if pipeline else 1,
+        spec.strategy.hybrid,
     )
 
 
@@ -98,6 +101,11 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
     point: its stages side by side (`stage.py`)."""
     if spec.strategy.pipelined:
         return measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, together=processes)
+    if spec.strategy.hybrid:  # the layout's own model on one device, `processes` at once
+        alone = jobs_for(spec, 1)[0].replace(standalone=True, steps=COMPUTE_STEPS)
+        jobs = [alone.replace(index=i) for i in range(processes)]
+        result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
+        return _compute_entry(spec, result, processes, layout=True)
     base = jobs_for(single_worker(spec), 1)[0]
     warmup = spec.training.warmup_steps
     # a single plain worker injects nothing: no per-step hiccups, whatever the step count
@@ -337,7 +345,7 @@ def calibrate(scenario: Scenario, say: Callable[[str], None] | None = None) -> P
     if device == "gpu":
         require_gpu()
     compute: list[ComputeEntry] = []
-    seen: set[tuple[str, int, str, int, int, int]] = set()
+    seen: set[tuple[str, int, str, int, int, int, bool]] = set()
     for spec in specs:
         key = compute_key(spec)
         if key in seen:

@@ -279,4 +279,5 @@ def _compute_key(e: ComputeEntry) -> tuple[Any, ...]:
         e.fed,
         e.gradients_only,
         e.in_graph,
+        e.layout,
     )

@@ -8,7 +8,7 @@ A custom loop (Keras 3 `fit` fails under MultiWorkerMirroredStrategy, docs/tf-no
     then, with a target, every few steps: the held-out evaluation (real/process/evaluate.py)
 
 Data are synthetic (random tensors made once, as tf_cnn_benchmarks does, so that input
-never limits the step) or this worker's shard of the digits (real/process/data.py).
+never limits the step) or this worker's shard of the digits (real/process/training.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import protocol
 from ..job import Trainer
-from .data import digits_split
+from .training import digits_split
 
 
 class Evaluator:

@@ -24,10 +24,9 @@ from typing import Any
 
 from .. import protocol
 from ..job import Coordinator
-from .data import digits_split
 from .evaluate import Evaluator
 from .models import build_for_training
-from .training import checkpointing
+from .training import checkpointing, digits_split
 
 
 def coordinate(job: Coordinator) -> None:

@@ -1,5 +1,11 @@
 """What every training process shares: its threads, its distribution strategy, its
-batches and its checkpoints.
+batches, its data and its checkpoints.
+
+`training.data: digits` is scikit-learn's bundled digits set: 1,797 images of handwritten
+digits, 8 x 8 pixels of 0-16, ten classes, real data that ships with scikit-learn (no
+download), so the loss of a real run really falls. Pixels are scaled to [0, 1] and
+shaped to the model's input: 64 features for an MLP, or 8 x 8 x 1 for a small CNN.
+Models whose input is not 64 values are refused before anything starts.
 
 All-reduce workers (`real/process/allreduce.py`), the parameter-server coordinator
 (`real/process/ps.py`), a pipeline's chief (`real/process/pipeline.py`) and the probes
@@ -18,7 +24,6 @@ import numpy as np
 
 from .. import protocol
 from ..job import AllReduceWorker, Place, Probe, Trainer
-from .data import digits_split
 
 
 def configure_threads(tf: Any, job: Place) -> None:
@@ -124,3 +129,24 @@ def checkpointing(
             )
 
     return int(step.numpy()), save
+
+
+def digits(shape: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The whole digits set as (features shaped like the model's input, int32 labels)."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = (bunch.data / 16.0).astype(np.float32).reshape((-1, *tuple(shape)))
+    return x, bunch.target.astype(np.int32)
+
+
+def digits_split(shape: Any, holdout: int, seed: int) -> tuple[np.ndarray, ...]:
+    """The digits set split into (x_train, y_train, x_held, y_held): `holdout` images
+    drawn from a permutation seeded by the run's seed, the same in every process of a
+    job; with `holdout` 0, all of it trains and nothing is held out."""
+    x, y = digits(shape)
+    if holdout <= 0:
+        return x, y, x[:0], y[:0]
+    order = np.random.default_rng([seed, 0x5EED]).permutation(len(y))
+    held, train = order[:holdout], np.sort(order[holdout:])
+    return x[train], y[train], x[held], y[held]

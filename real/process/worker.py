@@ -9,6 +9,8 @@ object per line (`real/protocol.py`). The job's kind says what the process is (`
   pipeline's stages; real/process/server.py);
 - `PipelineChief`: a pipeline's client (real/process/pipeline.py);
 - `Coordinator`: the parameter-server chief, synchronous or not (real/process/ps.py);
+- `TensorWorker`: a device of a transformer's tensor x data layout, a DTensor client
+  (real/process/tensor.py);
 - `AllReduceWorker` (a `Trial` too): an all-reduce worker, or one alone
   (real/process/allreduce.py).
 
@@ -22,8 +24,17 @@ import os
 import sys
 
 from .. import protocol
-from ..job import AllReduceWorker, Coordinator, Job, PipelineChief, Probe, Server, load_job
-from . import allreduce, pipeline, ps
+from ..job import (
+    AllReduceWorker,
+    Coordinator,
+    Job,
+    PipelineChief,
+    Probe,
+    Server,
+    TensorWorker,
+    load_job,
+)
+from . import allreduce, pipeline, ps, tensor
 from .probe import PROBES
 from .server import serve
 
@@ -33,7 +44,7 @@ def import_tensorflow() -> None:
     SciPy with it) for its scikit-learn wrappers whenever it is installed: about 1.5 s of
     every process's start-up on a 2-core machine, for wrappers no process here uses. So
     scikit-learn is hidden while they load (Keras then goes without its wrappers), and
-    imports as usual afterwards (the digits data: real/process/data.py)."""
+    imports as usual afterwards (the digits data: real/process/training.py)."""
     hidden = "sklearn" not in sys.modules
     if hidden:
         sys.modules["sklearn"] = None  # type: ignore[assignment]  # importing it fails
@@ -58,6 +69,8 @@ def run(job: Job) -> None:
             ps.coordinate_sync(job)
         case Coordinator():
             ps.coordinate(job)
+        case TensorWorker():
+            tensor.run(job)
         case AllReduceWorker():  # a trial too
             allreduce.run(job)
 

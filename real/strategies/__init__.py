@@ -13,6 +13,7 @@ from scenarios.sections.strategy import StrategySpec
 
 from .allreduce import AllReduce
 from .base import Probe, Strategy
+from .hybrid import Hybrid
 from .independent import Independent
 from .parameter_server import ParameterServers
 from .pipeline import Pipeline
@@ -25,6 +26,7 @@ STRATEGIES: dict[str, Strategy] = {
     "parameter_server": ParameterServers(),
     "independent": Independent(),
     "pipeline": Pipeline(),
+    "hybrid": Hybrid(),
 }
 
 

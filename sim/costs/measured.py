@@ -206,6 +206,7 @@ def _measured_step(
             processes=processes,
             servers=servers_beside,
             micro_batches=micro,
+            layout=spec.strategy.hybrid,
         )
         if step_s is not None:
             return step_s, candidate

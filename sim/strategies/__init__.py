@@ -98,8 +98,9 @@ class Hybrid(_Strategy):
         return HybridTraining(sim, start_step)
 
     def baseline(self, strategy: StrategySpec) -> StrategySpec:
+        keep = ("micro_batch", "recompute", "attention")
         return StrategySpec.model_validate(
-            {"kind": "hybrid", "micro_batch": strategy.micro_batch, "recompute": strategy.recompute}
+            {"kind": "hybrid", **{name: getattr(strategy, name) for name in keep}}
         )
 
     def engine(self, strategy: StrategySpec) -> Engine | None:

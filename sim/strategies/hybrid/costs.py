@@ -9,7 +9,8 @@ first and last virtual stage `first_layers` and `last_layers` where given, the r
 evenly); the first chunk of stage 0 adds the embedding, the last chunk of stage p - 1
 the output layer and its loss.
 
-One micro-batch's pass over a chunk is a sum of named parts (`Pass`):
+One micro-batch's pass over a chunk is a sum of named parts (`Pass`), at the rates of
+the catalog's device and fabric given below, or of the calibrated machine (`machine.py`):
 
 * `matmul`: its GEMMs (scenarios/transformer.py: forward 24bsh^2 + 4bs^2h a GPT layer;
   backward twice that) over t c devices, each at the device's peak x
@@ -59,9 +60,12 @@ from dataclasses import dataclass, field
 from scenarios.fields import DTYPE_BYTES
 from scenarios.spec import ScenarioSpec
 from scenarios.transformer import Shape, flops_per_layer_forward, logits_flops
+from sim.costs.measured import Calibration
 from sim.network import fabric
 from workloads.pipeline import chunk_layers, dense_equivalent, stage_params
 from workloads.transformer import activation_bytes_per_layer
+
+from .machine import Machine
 
 #: bytes Adam moves per parameter in one update with mixed precision: it reads the fp32
 #: master weight, the fp32 gradient, the two fp32 moments (16), writes the master weight
@@ -188,20 +192,6 @@ class Costs:
     p2p_s: float
 
 
-def _rates(spec: ScenarioSpec) -> tuple[float, float]:
-    """FLOP/s of the device's large matrix products and bytes/s of its memory-bound
-    kernels for the model's dtype."""
-    device = spec.cluster.device
-    dtype = device.compute_dtype(spec.model.dtype)
-    peak = device.peak_for(dtype) or 0.0
-    measured = device.matmul_efficiency or {}
-    efficiency = measured.get(dtype, measured.get("any"))
-    if efficiency is None:
-        efficiency = device.efficiency_for(dtype) or 0.5
-    memory = (device.memory_bandwidth or 0.0) * (device.memory_efficiency or 1.0)
-    return peak * efficiency, memory
-
-
 def size_derate(size: float) -> float:
     """How much of a large GEMM's rate a GEMM whose smallest dimension is `size` reaches
     (SIZE_CURVE)."""
@@ -245,14 +235,18 @@ def matmul_seconds(
     )
 
 
-def layer_passes(spec: ScenarioSpec, shape: Shape, layout: Layout) -> tuple[Pass, Pass]:
+def layer_passes(
+    spec: ScenarioSpec, shape: Shape, layout: Layout, machine: Machine
+) -> tuple[Pass, Pass]:
     """One layer's forward and backward pass of one micro-batch on one device."""
     strategy = spec.strategy
     t, c, b = layout.tensor, layout.context, layout.micro_batch
     element = DTYPE_BYTES[spec.model.dtype]
-    flop_rate, memory_rate = _rates(spec)
+    flop_rate, memory_rate = machine.flops, machine.memory
     parts = flops_per_layer_forward(shape, b)
     sizes = gemm_sizes(shape, b, t, c)
+    if not machine.derated:
+        sizes = dict.fromkeys(sizes, math.inf)
     core = {k: parts[k] for k in ("scores", "attention_over_values")}
     core_s = matmul_seconds(core, sizes, t * c, flop_rate)
     dense = dense_equivalent(shape)
@@ -260,18 +254,17 @@ def layer_passes(spec: ScenarioSpec, shape: Shape, layout: Layout) -> tuple[Pass
     kept = "selective" if flash else "none"  # flash keeps no s x s scores
     stored = activation_bytes_per_layer(dense, b, t, strategy.sequence_parallel, kept) / c
     core_bytes = 0.0 if flash else 5.0 * shape.heads * shape.sequence**2 * b / (t * c)
-    cluster = spec.cluster
-    tensor_path = fabric.path_of(cluster, layout.group("tensor"))
+    tensor_path = machine.path(layout.group("tensor"))
     tokens = b * shape.sequence / c
     tensor_one = fabric.all_reduce_s(tokens * shape.hidden * element, t, tensor_path)
     context_s = 0.0
     if c > 1:
         kv = 2.0 * b * shape.sequence * shape.kv_heads * shape.head_dim * element
-        context_s = fabric.gather_s(kv, c, fabric.path_of(cluster, layout.group("context")))
+        context_s = fabric.gather_s(kv, c, machine.path(layout.group("context")))
     expert_one = 0.0
     if shape.experts > 1 and layout.expert > 1:
         moved = tokens * shape.top_k * shape.hidden * element
-        path = fabric.path_of(cluster, layout.group("expert"))
+        path = machine.path(layout.group("expert"))
         expert_one = fabric.gather_s(moved, layout.expert, path)
     matmul_f = matmul_seconds(parts, sizes, t * c, flop_rate)
     memory_f = 2 * stored / memory_rate if memory_rate > 0 else 0.0
@@ -310,31 +303,35 @@ def _plus(a: Pass, b: Pass) -> Pass:
     return Pass(*(getattr(a, n) + getattr(b, n) for n in Pass.__dataclass_fields__))
 
 
-def output_passes(spec: ScenarioSpec, shape: Shape, layout: Layout) -> tuple[Pass, Pass]:
+def output_passes(
+    spec: ScenarioSpec, shape: Shape, layout: Layout, machine: Machine
+) -> tuple[Pass, Pass]:
     """The output layer's logits and loss for one micro-batch on one device of the last
     stage: 2bshV forward GEMM FLOPs and twice that backward over t c devices (never
     recomputed), and the fp32 logits (4 b s V / t c bytes) written, read by the loss and
     its gradient written and read."""
-    flop_rate, memory_rate = _rates(spec)
+    flop_rate, memory_rate = machine.flops, machine.memory
     t, c, b = layout.tensor, layout.context, layout.micro_batch
     tokens = b * shape.sequence / c
-    size = min(tokens, shape.vocab / t, shape.hidden)
+    size = min(tokens, shape.vocab / t, shape.hidden) if machine.derated else math.inf
     gemm = logits_flops(shape, b) / 3 / (t * c) / (flop_rate * size_derate(size))
     logits = 4.0 * b * shape.sequence * shape.vocab / (t * c)
     memory = 2 * logits / memory_rate if memory_rate > 0 else 0.0
     return Pass(matmul=gemm, memory=memory), Pass(matmul=2 * gemm, memory=memory)
 
 
-def costs_of(spec: ScenarioSpec) -> Costs:
-    """Every stage's passes and step-end costs, and the p2p time between stages."""
+def costs_of(spec: ScenarioSpec, calibration: Calibration | None = None) -> Costs:
+    """Every stage's passes and step-end costs, and the p2p time between stages: on the
+    catalog's machine, or on the calibrated one (`machine.py`)."""
     model = spec.model
     assert model.transformer is not None  # ScenarioSpec checks it for kind hybrid
     shape = model.transformer.shape()
     layout = Layout.of(spec)
     p, v = layout.pipeline, layout.virtual
     layers_of = chunk_layers(spec)
-    layer_f, layer_b = layer_passes(spec, shape, layout)
-    out_f, out_b = output_passes(spec, shape, layout)
+    machine = Machine.of(spec, calibration)
+    layer_f, layer_b = layer_passes(spec, shape, layout, machine)
+    out_f, out_b = output_passes(spec, shape, layout, machine)
     t = layout.tensor
     stages = []
     for stage, chunk_params in enumerate(stage_params(spec)):
@@ -345,7 +342,7 @@ def costs_of(spec: ScenarioSpec) -> Costs:
             if stage == p - 1 and chunk == v - 1:
                 f, b = _plus(f, out_f), _plus(b, out_b)
             if spec.strategy.stage >= 3:
-                gather, scatter = _sharded_s(spec, layout, stage, chunk_params[chunk])
+                gather, scatter = _sharded_s(spec, layout, stage, chunk_params[chunk], machine)
                 f, b = _plus(f, Pass(sharded=gather)), _plus(b, Pass(sharded=gather + scatter))
             forward.append(f)
             backward.append(b)
@@ -355,10 +352,10 @@ def costs_of(spec: ScenarioSpec) -> Costs:
                 forward,
                 backward,
                 params,
-                _reduce_s(spec, layout, stage, params, shape),
-                _update_s(spec, layout, params),
+                _reduce_s(spec, layout, stage, params, shape, machine),
+                _update_s(spec, layout, params, machine),
                 chunk_params,
-                _reduce_s(spec, layout, stage, params, shape, gradients_only=True),
+                _reduce_s(spec, layout, stage, params, shape, machine, gradients_only=True),
                 layers_of[stage],
             )
         )
@@ -370,7 +367,7 @@ def costs_of(spec: ScenarioSpec) -> Costs:
         if spec.strategy.sequence_parallel:
             p2p = fabric.send_s(boundary / t, path)
         elif spec.strategy.scatter_gather and t > 1:
-            tensor_path = fabric.path_of(spec.cluster, layout.group("tensor"))
+            tensor_path = machine.path(layout.group("tensor"))
             p2p = fabric.send_s(boundary / t, path) + fabric.gather_s(boundary, t, tensor_path)
         else:
             p2p = fabric.send_s(boundary, path)
@@ -383,6 +380,7 @@ def _reduce_s(
     stage: int,
     params: float,
     shape: Shape,
+    machine: Machine,
     gradients_only: bool = False,
 ) -> float:
     """Seconds a stage's gradient reduction takes once its pipeline is flushed: an
@@ -390,9 +388,8 @@ def _reduce_s(
     with ZeRO's stage 1 a reduce-scatter of them and an all-gather of the 16-bit weights;
     and on the first and last stages of a pipeline whose output is tied to its embedding,
     that gradient's all-reduce between them (Megatron's embedding group)."""
-    cluster = spec.cluster
     d = layout.data
-    path = fabric.path_of(cluster, layout.group("data", stage))
+    path = machine.path(layout.group("data", stage))
     grads = params * gradient_bytes(spec.model.dtype)
     if spec.strategy.stage >= 3:  # reduce-scattered in every backward, gathered before use
         return 0.0
@@ -403,34 +400,34 @@ def _reduce_s(
             return seconds
         seconds += fabric.gather_s(weights, d, path)
     else:
-        seconds = fabric.all_reduce_s(grads, d, path)
+        seconds = machine.reduction_s(grads, d, path)
         if gradients_only:
             return seconds
     tied = spec.model.transformer is not None and shape.tied_embeddings
     if tied and layout.pipeline > 1 and stage in (0, layout.pipeline - 1):
         embedding = shape.vocab * shape.hidden / layout.tensor * gradient_bytes(spec.model.dtype)
-        ends = fabric.path_of(cluster, layout.group("ends"))
+        ends = machine.path(layout.group("ends"))
         seconds += fabric.all_reduce_s(embedding, 2, ends)
     return seconds
 
 
 def _sharded_s(
-    spec: ScenarioSpec, layout: Layout, stage: int, params: float
+    spec: ScenarioSpec, layout: Layout, stage: int, params: float, machine: Machine
 ) -> tuple[float, float]:
     """ZeRO's stage 3 for one chunk of `params` (on one device when whole): the all-gather
     of its 16-bit weights over the data-parallel group, and the reduce-scatter of its
     gradients (`gradient_bytes` each)."""
-    path = fabric.path_of(spec.cluster, layout.group("data", stage))
+    path = machine.path(layout.group("data", stage))
     d = layout.data
     weights = params * DTYPE_BYTES[spec.model.dtype]
     grads = params * gradient_bytes(spec.model.dtype)
     return fabric.gather_s(weights, d, path), fabric.gather_s(grads, d, path)
 
 
-def _update_s(spec: ScenarioSpec, layout: Layout, params: float) -> float:
+def _update_s(spec: ScenarioSpec, layout: Layout, params: float, machine: Machine) -> float:
     """Seconds of Adam's update over what the device updates: its parameters, or with
     ZeRO's stage 1 its 1/d shard of them (ADAM_BYTES a parameter, memory-bound)."""
-    _, memory_rate = _rates(spec)
+    memory_rate = machine.memory
     if memory_rate <= 0:
         return 0.0
     shard = params / layout.data if spec.strategy.stage >= 1 else params

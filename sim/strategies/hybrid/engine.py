@@ -128,7 +128,7 @@ def stage_steps(costs: Costs, timed: list[schedule.Timed], overlap: bool) -> lis
 def run(sim: Simulation) -> SimulationOutcome:
     """Every step of every device, one step's schedule repeated."""
     spec = sim.spec
-    costs = costs_of(spec)
+    costs = costs_of(spec, sim.costs.calibration)
     layout = costs.layout
     timed = schedule.run(
         orders_of(costs, spec.strategy.schedule),

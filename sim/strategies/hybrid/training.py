@@ -31,7 +31,7 @@ class HybridTraining(Training):
 
     def __init__(self, sim: Simulation, start_step: int):
         super().__init__(sim, start_step)
-        self.costs: Costs = costs_of(sim.spec)
+        self.costs: Costs = costs_of(sim.spec, sim.costs.calibration)
         layout = self.costs.layout
         self.orders = orders_of(self.costs, sim.spec.strategy.schedule)
         #: (step, copy, stage, pass) -> when it ended, once it has
