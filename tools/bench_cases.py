@@ -38,7 +38,7 @@ def _ring(hosts: int, steps: int = 100, *sets: str) -> tuple[str, ...]:
 CASES = [
     Case(
         "llm-16384",
-        "405B-class transformer, 16,384 H100s: tensor 8 x pipeline 16 x data 128, one step",
+        "Llama 3 405B, 16,384 H100s: tensor 8 x pipeline 16 (uneven ends) x data 128, one step",
         LLM,
         target_s=10.0,
         families=(("llm-gpus", 16384),),
