@@ -103,8 +103,8 @@ def measure_compute(spec: ScenarioSpec, processes: int, servers: int = 0) -> Com
         return measure_stage(spec, COMPUTE_STEPS, TIMEOUT_S, together=processes)
     if spec.strategy.hybrid:  # the layout's own model on one device, `processes` at once
         alone = jobs_for(spec, 1)[0].replace(standalone=True, steps=COMPUTE_STEPS)
-        jobs = [alone.replace(index=i) for i in range(processes)]
-        result = Launcher(jobs, TIMEOUT_S, spec.real.device).run()
+        apart = [alone.replace(index=i) for i in range(processes)]
+        result = Launcher(apart, TIMEOUT_S, spec.real.device).run()
         return _compute_entry(spec, result, processes, layout=True)
     base = jobs_for(single_worker(spec), 1)[0]
     warmup = spec.training.warmup_steps
