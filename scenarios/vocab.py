@@ -84,6 +84,26 @@ RESULT_COLUMNS = (
     *MONEY_AND_ENERGY,
 )
 
+#: simulate's results.csv after RESULT_COLUMNS: each point's interval (measured/errors.py):
+#: its class (or why it has none) and the published figures behind it, the level, and the
+#: low and high ends of its throughput, step time and, where it has a target, its time,
+#: cost and energy to it (docs/scenarios.md, "Result files")
+INTERVAL_COLUMNS = (
+    "interval_class",
+    "interval_figures",
+    "interval_level",
+    "throughput_low_samples_per_s",
+    "throughput_high_samples_per_s",
+    "step_time_low_s",
+    "step_time_high_s",
+    "time_to_target_low_s",
+    "time_to_target_high_s",
+    "cost_to_target_low_usd",
+    "cost_to_target_high_usd",
+    "energy_to_target_low_kwh",
+    "energy_to_target_high_kwh",
+)
+
 #: results.csv's time-to-target columns: empty where the point has no target or did not
 #: reach it (meta.json's `targets` says why)
 TARGET_COLUMNS = (

@@ -186,6 +186,16 @@ def _extra_columns(records: list[dict[Any, Any]]) -> list[tuple[str, str, str]]:
     return extra
 
 
+def _interval_cells(r: dict[str, Any]) -> list[str]:
+    """A point's throughput interval and the class it comes from, with how many published
+    figures back it; a point no figure covers says so."""
+    name = str(r.get("interval_class") or "")
+    low, high = r.get("throughput_low_samples_per_s"), r.get("throughput_high_samples_per_s")
+    if name.startswith("unvalidated") or not _given(low):
+        return ["none", name.removeprefix("unvalidated: ") or "not timed"]
+    return [f"{float(low):,.0f} to {float(high):,.0f}", f"{name} ({int(r['interval_figures'])})"]
+
+
 def summary_table(results: pd.DataFrame) -> str:
     """The terminal summary: one line per point; columns for features in use."""
     records = results.to_dict(orient="records")
@@ -202,6 +212,9 @@ def summary_table(results: pd.DataFrame) -> str:
     ]
     extra = _extra_columns(records)
     headers += [h for h, _, _ in extra]
+    intervals = "interval_class" in results.columns
+    if intervals:
+        headers += [f"samples/s {float(records[0]['interval_level']):.0%}", "from"]
     rows: list[list[str]] = []
     for r in records:
         strategy = str(r["strategy"])
@@ -228,6 +241,8 @@ def summary_table(results: pd.DataFrame) -> str:
         for _, column, fmt in extra:
             value = r.get(column)
             cells.append(fmt.format(float(value)) if value == value and value is not None else "")
+        if intervals:
+            cells += _interval_cells(r)
         rows.append(cells)
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
 

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from costing import point_costs
+from measured import errors
 from measured.profile import Profile, load_profile, profiles_of
 from results.stats import combine
 from scenarios import vocab
@@ -254,6 +255,7 @@ def simulate_point(
     row["wall_time_s"] = time.perf_counter() - started
     money, costs = point_costs(spec, row)
     row.update(money)
+    row.update(errors.columns(spec, row))
     why = None
     for run in runs:  # the first replication's reason that says something
         why = why or run.why
