@@ -245,7 +245,27 @@ def points_table(report: Report) -> Table:
         header += ["cost", "energy"]
         for row, r in zip(rows, records(report.frame), strict=True):
             row += [_money(r["cost_usd"]), _energy(r["energy_kwh"])]
+    if "interval_class" in report.frame.columns:  # simulated: each point's interval
+        header += ["samples/s interval", "interval from"]
+        for row, r in zip(rows, records(report.frame), strict=True):
+            row += _interval(r)
     return header, rows
+
+
+def _interval(r: dict[str, Any]) -> list[str]:
+    """A simulated point's throughput interval and its class (with the published
+    figures behind it); a measured point's none."""
+    name = r.get("interval_class")
+    if not isinstance(name, str) or not name:
+        return ["", ""]
+    low, high = r.get("throughput_low_samples_per_s"), r.get("throughput_high_samples_per_s")
+    if name.startswith("unvalidated") or low != low:
+        return ["none", name]
+    level = f"{100 * float(r['interval_level']):.0f}%"
+    return [
+        f"{_num(low)} to {_num(high)} ({level})",
+        f"{name}, {float(r['interval_figures']):.0f} figures",
+    ]
 
 
 def _money(usd: float) -> str:

@@ -33,6 +33,11 @@ def test_bundled_scenario_simulates(path: Path) -> None:
             continue
         assert row["throughput_samples_per_s"] > 0
         assert row["scaling_efficiency"] > 0
+        # its interval (tests/test_intervals.py holds them to the errors tables)
+        assert row["interval_class"] and row["interval_level"] == 0.9
+        if not row["interval_class"].startswith("unvalidated"):
+            low, high = row["throughput_low_samples_per_s"], row["throughput_high_samples_per_s"]
+            assert low < high and row["interval_figures"] >= 10
         if point.spec.strategy.sync:  # async over 2 updates measures bursts, not a rate
             assert row["scaling_efficiency"] <= 1 + 1e-12
         assert row["training_time_s"] > 0
