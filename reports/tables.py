@@ -258,7 +258,8 @@ def _interval(r: dict[str, Any]) -> list[str]:
     name = r.get("interval_class")
     if not isinstance(name, str) or not name:
         return ["", ""]
-    low, high = r.get("throughput_low_samples_per_s"), r.get("throughput_high_samples_per_s")
+    low = float(r.get("throughput_low_samples_per_s") or math.nan)
+    high = float(r.get("throughput_high_samples_per_s") or math.nan)
     if name.startswith("unvalidated") or low != low:
         return ["none", name]
     level = f"{100 * float(r['interval_level']):.0f}%"

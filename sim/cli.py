@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -186,14 +187,15 @@ def _extra_columns(records: list[dict[Any, Any]]) -> list[tuple[str, str, str]]:
     return extra
 
 
-def _interval_cells(r: dict[str, Any]) -> list[str]:
+def _interval_cells(r: Mapping[Any, Any]) -> list[str]:
     """A point's throughput interval and the class it comes from, with how many published
     figures back it; a point no figure covers says so."""
     name = str(r.get("interval_class") or "")
-    low, high = r.get("throughput_low_samples_per_s"), r.get("throughput_high_samples_per_s")
+    low = float(r.get("throughput_low_samples_per_s") or math.nan)
+    high = float(r.get("throughput_high_samples_per_s") or math.nan)
     if name.startswith("unvalidated") or not _given(low):
         return ["none", name.removeprefix("unvalidated: ") or "not timed"]
-    return [f"{float(low):,.0f} to {float(high):,.0f}", f"{name} ({int(r['interval_figures'])})"]
+    return [f"{low:,.0f} to {high:,.0f}", f"{name} ({int(r['interval_figures'])})"]
 
 
 def summary_table(results: pd.DataFrame) -> str:
