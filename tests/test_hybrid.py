@@ -18,6 +18,7 @@ from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scenarios.loader import set_path
 from scenarios.spec import ScenarioSpec
 from sim.engine.metrics import summarize
 from sim.network import fabric
@@ -47,11 +48,7 @@ BASE: dict[str, Any] = {
 def spec_of(**sets: Any) -> ScenarioSpec:
     doc = copy.deepcopy(BASE)
     for path, value in sets.items():
-        node = doc
-        *parents, last = path.split(".")
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value
+        set_path(doc, path, value)
     return ScenarioSpec.model_validate(doc)
 
 
@@ -459,11 +456,7 @@ def test_a_layout_that_does_not_divide_is_one_line(
 ) -> None:
     doc = copy.deepcopy(BASE)
     for path, value in sets.items():
-        node = doc
-        *parents, last = path.split(".")
-        for key in parents:
-            node = node[key]
-        node[last] = value
+        set_path(doc, path, value)
 
     scenario = tmp_path / "bad.yaml"
     scenario.write_text(yaml.safe_dump(doc))

@@ -5,7 +5,6 @@ layout (sim/strategies/hybrid/machine.py) reads the profile as its closed forms 
 
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from measured.entries import CollectiveFit
 from real.process.tensor import parameter_count
 from scenarios import load
 from scenarios.keras_layers import resolve_spec
+from scenarios.loader import set_path
 from sim.network import fabric
 from sim.strategies.hybrid.machine import WEIGHTS_OUTSIDE, WEIGHTS_PER_LAYER, Machine
 
@@ -30,13 +30,8 @@ LIBRARY = ROOT / "scenarios" / "library" / "tiny-gpt-tensor-localhost.yaml"
 def _document(**sets: Any) -> dict[str, Any]:
     doc = yaml.safe_load(LIBRARY.read_text())
     doc.pop("sweep")
-    doc = copy.deepcopy(doc)
     for path, value in sets.items():
-        node = doc
-        *parents, last = path.split(".")
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value
+        set_path(doc, path, value)
     return doc
 
 
