@@ -299,8 +299,7 @@ def stated_lines(orders: Sequence[Ordered]) -> list[str]:
     return lines
 
 
-def _coverage_sentence() -> str:
-    covered = errors.coverage()
+def _coverage_sentence(covered: errors.Coverage) -> str:
     return (
         f" **Intervals: {covered.held} of {covered.tested} figures "
         f"({100 * covered.share:.0f}%)** of both published sets fall inside the "
@@ -309,17 +308,15 @@ def _coverage_sentence() -> str:
     )
 
 
-def interval_lines() -> list[str]:
+def interval_lines(covered: errors.Coverage) -> list[str]:
     """The document's section on the intervals: their classes over every published figure
-    (both sets) and their leave-one-source-out coverage."""
+    (both sets) and their leave-one-source-out coverage (`covered`)."""
     found = errors.figures()
-    covered = errors.coverage(found)
     classes: dict[str, tuple[int, float, float, float]] = {}
     for f in found:
-        band = errors.interval_of(errors.Point(f.kind, f.protocol, f.where, f.devices))
-        _, members = errors.class_of(errors.Point(f.kind, f.protocol, f.where, f.devices), found)
-        mean = sum(members) / len(members)
-        classes[band.name] = (band.figures, mean, band.low - 1, band.high - 1)
+        name, members = errors.class_of(errors.Point(f.kind, f.protocol, f.where, f.devices), found)
+        low, high = errors.bounds(members)
+        classes[name] = (len(members), sum(members) / len(members), low, high)
     level = f"{100 * errors.LEVEL:.0f}%"
     lines = [
         "",
@@ -364,6 +361,7 @@ def document(
     orders: Sequence[Ordered] = (),
 ) -> str:
     """The collection's document (docs/validation-published.md, docs/validation-llm.md)."""
+    covered = errors.coverage()
     today = dt.date.today().isoformat()
     throughput = [c for c in compared if not c.efficiency]
     within = sum(c.within for c in compared)
@@ -396,7 +394,7 @@ def document(
             if orders
             else "."
         )
-        + _coverage_sentence(),
+        + _coverage_sentence(covered),
         "",
         "## By source",
         "",
@@ -442,7 +440,7 @@ def document(
                 f"{_fmt(a, a.simulated)} / {_fmt(b, b.simulated)}."
             )
     lines += stated_lines(orders)
-    lines += interval_lines()
+    lines += interval_lines(covered)
     lines += ["", "## Analysis", "", BEGIN, analysis.strip(), END, ""]
     return "\n".join(lines)
 
