@@ -307,17 +307,8 @@ def coverage(pool: Iterable[Figure] | None = None) -> Coverage:
 def table(rows: Iterable[dict[str, Any]], header: str) -> str:
     """An errors table as its file holds it: the header's comment lines, then one figure
     a line."""
-    lines = [f"# {line}" if line else "#" for line in header.splitlines()] + ["figures:"]
-    for row in rows:
-        fields = ", ".join(f"{k}: {json_scalar(v)}" for k, v in row.items())
-        lines.append(f"  - {{{fields}}}")
-    return "\n".join(lines) + "\n"
-
-
-def json_scalar(value: Any) -> str:
-    """A value as YAML's flow style reads it back (strings quoted)."""
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+    comments = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    body = yaml.safe_dump(
+        {"figures": list(rows)}, default_flow_style=None, sort_keys=False, width=10**6
+    )
+    return comments + body
