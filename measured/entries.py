@@ -58,6 +58,22 @@ class ComputeEntry(_Strict):
     steps: int = Field(default=0, ge=0)
     startup: Seconds | None = None  # processes started to their first step (median)
 
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What the entry was measured for: two entries of one key measured the same."""
+        return (
+            self.model,
+            self.batch_per_worker,
+            self.dtype,
+            self.processes,
+            self.servers,
+            self.micro_batches,
+            self.fed,
+            self.gradients_only,
+            self.in_graph,
+            self.layout,
+        )
+
     def to_document(self) -> dict[str, Any]:
         """The entry as a profile file holds it: what tells it apart only where set."""
         e = self
@@ -190,6 +206,11 @@ class UpdateEntry(_Strict):
     closure_apply_cpu: Seconds | None = None
     closure_bare_cpu: Seconds | None = None
 
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """What the entry was measured for: model, dtype, servers."""
+        return (self.model, self.dtype, self.servers)
+
     def to_document(self) -> dict[str, Any]:
         """The entry as a profile file holds it: the closures only where measured."""
         u = self
@@ -282,3 +303,31 @@ class RestartEntry(_Strict):
             "time": _ms(r.time),
             "samples": r.samples,
         }
+
+
+class Round(_Strict):
+    """What one round of measurements gave the probes measured again beside the runs
+    (`run-real --recalibrate`, once per round of `real.repeats`; round 0 is the
+    calibration's own figures of the same probes): one entry a key. A profile keeps its
+    rounds so that a prediction can be made from each (`Profile.as_measured_in`), and
+    their spread tells how far the calibration moved from one measurement to the next."""
+
+    compute: list[ComputeEntry] = []
+    transfer: Fit | None = None
+    exchange: Fit | None = None
+    messages: Messages | None = None
+    allreduce: list[CollectiveFit] = []
+    in_graph: list[CollectiveFit] = []
+    coordinator: Coordinator | None = None
+    updates: list[UpdateEntry] = []
+
+    def to_document(self) -> dict[str, Any]:
+        """The round as a profile file holds it: the sections it measured."""
+        document: dict[str, Any] = {}
+        for name in ("compute", "allreduce", "in_graph", "updates"):
+            if getattr(self, name):
+                document[name] = [e.to_document() for e in getattr(self, name)]
+        for name in ("transfer", "exchange", "messages", "coordinator"):
+            if getattr(self, name) is not None:
+                document[name] = getattr(self, name).to_document()
+        return document

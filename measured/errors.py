@@ -27,6 +27,11 @@ off by the factor 1 + e (a throughput predicted 5% high is a time 5% short: the 
 the prediction x 1.05), a throughput by 1 / (1 + e), and a time to target by
 (1 + e) / (1 + u) for the updates' error u (the updates' extremes).
 
+A calibrated point (`cluster.profile`) is predicted from this machine's measurements, not
+the catalog: its class is `calibration`, its interval the spread of the predictions made
+from each round of its calibration (`calibrated`), where the calibration was measured more
+than once (`run-real --recalibrate`, which `compare` runs).
+
 `coverage()` tests the rule on the figures themselves, leaving each source out in turn:
 the classes rebuilt without it, its figures checked against their intervals.
 """
@@ -135,6 +140,7 @@ class Interval:
     name: str
     figures: int
     to_target: bool = False
+    unit: str = "published figures"  # what `figures` counts
 
     @property
     def known(self) -> bool:
@@ -145,7 +151,7 @@ class Interval:
         """The class in words: its name and how many figures back it."""
         if not self.known:
             return self.name
-        basis = f"{self.name} ({self.figures} published figures)"
+        basis = f"{self.name} ({self.figures} {self.unit})"
         return basis + (" x updates to target" if self.to_target else "")
 
     def around(self, value: float) -> tuple[float, float]:
@@ -225,9 +231,53 @@ def interval_of(
     return Interval(low, high, name, len(errors), to_target)
 
 
-def interval(spec: Any, to_target: bool = False) -> Interval:
-    """The interval of a time predicted for a scenario point (a `ScenarioSpec`)."""
+def interval(spec: Any, to_target: bool = False, rounds: Sequence[float] = ()) -> Interval:
+    """The interval of a time predicted for a scenario point (a `ScenarioSpec`); a
+    calibrated point's (`cluster.profile`) from its calibration's `rounds` instead
+    (`calibrated`)."""
+    if spec.cluster.profile is not None:
+        return calibrated(rounds, to_target)
     return interval_of(Point.of(spec), to_target)
+
+
+#: the class of a calibrated point
+CALIBRATION = "calibration"
+
+
+def calibrated(rounds: Sequence[float], to_target: bool = False) -> Interval:
+    """The interval of a time predicted from a calibration whose probes were measured
+    `len(rounds)` times (`Profile.rounds`): `rounds` the throughputs predicted from each
+    measurement alone. Where one more measurement's prediction would fall, at `LEVEL`:
+    the prediction x (1 +- t(0.95, k - 1) x their relative standard deviation x
+    sqrt(1 + 1/k)). What it leaves out, the runs' own spread and the model's error on
+    this machine, `compare` adds from the runs (reports/compare.py, `measured_interval`).
+    A calibration measured once has no spread to tell: no interval."""
+    k = len(rounds)
+    if k < 2:
+        return Interval(
+            math.nan,
+            math.nan,
+            f"{CALIBRATION}: measured once, its spread unknown (compare measures it again "
+            "beside the runs)",
+            max(k, 1),
+            to_target,
+            "calibration rounds",
+        )
+    half = t_95(k - 1) * relative_sd(rounds) * math.sqrt(1 + 1 / k)
+    low, high = 1 / (1 + half), (1 / (1 - half) if half < 1 else math.inf)
+    if to_target:
+        updates = _target_errors()
+        low, high = low / (1 + max(updates)), high / (1 + min(updates))
+    return Interval(low, high, CALIBRATION, k, to_target, "calibration rounds")
+
+
+def relative_sd(values: Sequence[float]) -> float:
+    """The sample standard deviation of `values` over their mean."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2 or mean <= 0:
+        return math.nan
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) / mean
 
 
 #: a to-target figure's column and its interval's (low, high) columns
@@ -238,10 +288,11 @@ _TO_TARGET = (
 )
 
 
-def columns(spec: Any, row: dict[str, Any]) -> dict[str, Any]:
-    """A simulated point's interval columns (`vocab.INTERVAL_COLUMNS`) from its row:
-    empty ends where its figure is, or where no figure covers the point."""
-    band = interval(spec)
+def columns(spec: Any, row: dict[str, Any], rounds: Sequence[float] = ()) -> dict[str, Any]:
+    """A simulated point's interval columns (`vocab.INTERVAL_COLUMNS`) from its row (and,
+    calibrated, the throughputs its calibration's rounds predict): empty ends where its
+    figure is, or where no figure covers the point."""
+    band = interval(spec, rounds=rounds)
     out: dict[str, Any] = {
         "interval_class": band.name,
         "interval_figures": band.figures,
@@ -252,9 +303,11 @@ def columns(spec: Any, row: dict[str, Any]) -> dict[str, Any]:
     low, high = band.of_throughput(throughput)
     out["throughput_low_samples_per_s"], out["throughput_high_samples_per_s"] = low, high
     out["step_time_low_s"], out["step_time_high_s"] = band.around(step)
-    to_target = interval(spec, to_target=True)
+    to_target = interval(spec, to_target=True, rounds=rounds)
     for figure, low_name, high_name in _TO_TARGET:
         out[low_name], out[high_name] = to_target.around(_number(row.get(figure)))
+    spread = relative_sd(rounds) if len(rounds) > 1 else math.nan
+    out["throughput_calibration_sd_samples_per_s"] = spread * throughput
     return out
 
 

@@ -30,6 +30,9 @@ machine at hand, never of the multi-worker runs a simulation is about to predict
 
 `run-real --recalibrate` measures these again beside the runs and pools the measurements
 (`real/calibrate/pool.py`): a pooled fit says how many calibrations it pools (`measurements`).
+It keeps each round's figures too (`rounds`, round 0 the calibration's own): a prediction
+made from each round alone (`as_measured_in`) tells how far the calibration's spread moves
+the prediction (`simulate`'s calibration interval, docs/validation.md).
 
 Each entry is a class of `measured/entries.py` (importable from here too); this module
 holds the profile, its look-ups, reading and writing the file, and loading the profiles a
@@ -81,6 +84,7 @@ from .entries import (
     Machine,
     Messages,
     RestartEntry,
+    Round,
     Sample,
     UpdateEntry,
     _Strict,
@@ -100,6 +104,7 @@ __all__ = [
     "Messages",
     "Profile",
     "RestartEntry",
+    "Round",
     "Sample",
     "UpdateEntry",
     "dump_profile",
@@ -134,6 +139,32 @@ class Profile(_Strict):
     updates: list[UpdateEntry] = []
     restarts: list[RestartEntry] = []
     convergence: list[ConvergenceEntry] = []
+    # what each round of `run-real --recalibrate` measured again (round 0: the
+    # calibration's own figures of the same probes); the sections above pool them
+    rounds: list[Round] = []
+
+    def as_measured_in(self, index: int) -> Profile:
+        """The profile with round `index`'s figures in place of the pooled ones of the
+        probes it measured (and no rounds): what a prediction from that round alone reads."""
+        r = self.rounds[index]
+
+        def replaced(pooled: list[Any], measured: list[Any], key: Any) -> list[Any]:
+            again = {key(e) for e in measured}
+            return [e for e in pooled if key(e) not in again] + list(measured)
+
+        return self.model_copy(
+            update={
+                "compute": replaced(self.compute, r.compute, lambda e: e.key),
+                "transfer": r.transfer or self.transfer,
+                "exchange": r.exchange or self.exchange,
+                "messages": r.messages or self.messages,
+                "coordinator": r.coordinator or self.coordinator,
+                "allreduce": replaced(self.allreduce, r.allreduce, lambda f: f.workers),
+                "in_graph": replaced(self.in_graph, r.in_graph, lambda f: f.workers),
+                "updates": replaced(self.updates, r.updates, lambda u: u.key),
+                "rounds": [],
+            }
+        )
 
     @field_validator("created", mode="before")
     @classmethod
@@ -315,4 +346,6 @@ def dump_profile(profile: Profile) -> str:
         document["restarts"] = [r.to_document() for r in profile.restarts]
     if profile.convergence:
         document["convergence"] = [c.to_document() for c in profile.convergence]
+    if profile.rounds:
+        document["rounds"] = [r.to_document() for r in profile.rounds]
     return yaml.safe_dump(document, sort_keys=False, width=100)

@@ -312,27 +312,37 @@ def engine_of(scenario: Scenario) -> str:
 class _Recalibration:
     """run-real --recalibrate: before each run of a point, its compute and every probe its
     simulation takes numbers from (`calibrate.probes_of`) are measured again, each once
-    per round of repeats; when every run is done they are pooled into the profile
-    (`real/calibrate/pool.py`)."""
+    per round of repeats; when every run is done they are pooled into the profile, and
+    each round's figures kept beside the pooled ones (`real/calibrate/pool.py`)."""
 
     def __init__(self, args: argparse.Namespace):
         self.path = Path(args.recalibrate)
         self.profile = load_profile(self.path, "--recalibrate")  # bad: one line, exit 2
         self.quiet = args.quiet
         self.done: set[tuple[tuple[Any, ...], int]] = set()
-        self.measured = pool.Measured()
+        self.rounds: dict[int, pool.Measured] = {}
 
     def __call__(self, point: Point, repetition: int) -> None:
+        into = self.rounds.setdefault(repetition, pool.Measured())
         key = calibrate.compute_key(point.spec)
         if (key, repetition) not in self.done:
             self.done.add((key, repetition))
             entry = calibrate.measure_compute(point.spec, key[3], key[4])
-            self.measured.compute.append(entry)
+            into.compute.append(entry)
             self._say(calibrate.describe_compute(entry))
         for probe in calibrate.probes_of(point.spec):
             if (probe, repetition) not in self.done:
                 self.done.add((probe, repetition))
-                self._say(calibrate.measure_probe(probe, point.spec, self.measured))
+                self._say(calibrate.measure_probe(probe, point.spec, into))
+
+    @property
+    def measured(self) -> pool.Measured:
+        """Every round's measurements together."""
+        together = pool.Measured()
+        for r in self.rounds.values():
+            for name in together.__dataclass_fields__:
+                getattr(together, name).extend(getattr(r, name))
+        return together
 
     def _say(self, lines: str) -> None:
         if not self.quiet:
@@ -343,13 +353,17 @@ class _Recalibration:
         return pool.drift(self.profile, self.measured.compute)
 
     def write(self) -> None:
-        if not self.measured:  # every point was done already (--resume): nothing new
+        measured = self.measured
+        if not measured:  # every point was done already (--resume): nothing new
             return
-        folded = pool.fold(self.profile, self.measured)
+        rounds = [self.rounds[r] for r in sorted(self.rounds)]
+        kept = pool.rounds_of(self.profile, rounds)
+        folded = pool.fold(self.profile, measured).model_copy(update={"rounds": kept})
         write_atomic(self.path, dump_profile(folded))
         if not self.quiet:
             print(
-                f"wrote {self.path} ({len(self.measured)} measurements pooled in)",
+                f"wrote {self.path} ({len(measured)} measurements pooled in, "
+                f"{len(folded.rounds)} rounds kept)",
                 file=sys.stderr,
             )
 

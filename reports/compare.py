@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from measured.errors import CALIBRATION, t_95
 from results.stats import t95
 from scenarios.errors import UserError
 from scenarios.sections.strategy import serves_parameters
@@ -345,7 +346,41 @@ PAIR_COLUMNS = (
     "real_time_to_target_s",
     "time_to_target_error",
     "real_time_to_target_ci95_s",
+    "interval_low",
+    "interval_high",
+    "inside",
 )
+
+
+def measured_interval(sim: Mapping[Any, Any], real: Mapping[Any, Any]) -> tuple[float, float]:
+    """Where the runs' mean throughput should fall, at 90% (`measured.errors.LEVEL`),
+    about the prediction p:
+    p x (1 +- t(0.95, nu) x sqrt(c^2 / k + r^2 / R)), c the relative standard deviation
+    of the throughputs predicted from each of the calibration's k rounds (the probes
+    measured again beside the runs: `throughput_calibration_sd_samples_per_s`), r that of
+    one run's throughput over the R runs (from their 95% half-width), nu their
+    Welch-Satterthwaite degrees of freedom. The first term is what the pooled
+    calibration's mean is uncertain by, the second what the runs' mean is: the interval
+    the measurement falls in if the model is right. (nan, nan) where neither spread is
+    known."""
+    p = _number(sim, "throughput_samples_per_s")
+    parts: list[tuple[float, int]] = []  # (variance of the relative mean, its dof)
+    k = int(_number(sim, "interval_figures")) if sim.get("interval_class") == CALIBRATION else 0
+    spread = _number(sim, "throughput_calibration_sd_samples_per_s")
+    if k >= 2 and math.isfinite(spread) and p > 0:
+        parts.append(((spread / p) ** 2 / k, k - 1))
+    runs = _runs(real)
+    half = _number(real, "throughput_ci95_samples_per_s")
+    mean = _number(real, "throughput_samples_per_s")
+    if runs >= 2 and math.isfinite(half) and mean > 0:
+        sd = half * math.sqrt(runs) / t95(runs - 1)
+        parts.append(((sd / mean) ** 2 / runs, runs - 1))
+    total = sum(v for v, _ in parts)
+    if not parts or not math.isfinite(p) or total <= 0:
+        return math.nan, math.nan
+    dof = total**2 / sum(v**2 / d for v, d in parts)
+    width = t_95(max(1, math.floor(dof))) * math.sqrt(total)
+    return p * (1 - width), p * (1 + width)
 
 
 def _number(row: Mapping[Any, Any], column: str) -> float:
@@ -386,6 +421,25 @@ def target_agreement(pairs: pd.DataFrame, real: pd.DataFrame) -> TargetAgreement
     )
 
 
+def _inside(sim: Mapping[Any, Any], real: Mapping[Any, Any]) -> dict[str, Any]:
+    """A pair's `measured_interval` and whether the runs' mean throughput fell inside
+    it (None where it has none)."""
+    low, high = measured_interval(sim, real)
+    mean = _number(real, "throughput_samples_per_s")
+    inside = bool(low <= mean <= high) if math.isfinite(low) else None
+    return {"interval_low": low, "interval_high": high, "inside": inside}
+
+
+def coverage(pairs: pd.DataFrame) -> tuple[int, int, float]:
+    """(points inside their `measured_interval`, points with one, the intervals' mean
+    width relative to the prediction)."""
+    known = pairs[pairs["inside"].notna()]
+    if known.empty:
+        return 0, 0, math.nan
+    width = (known["interval_high"] - known["interval_low"]) / known["sim_throughput"]
+    return int(known["inside"].astype(bool).sum()), len(known), float(width.mean())
+
+
 def agreement(frame: pd.DataFrame) -> Agreement:
     """Prediction errors of every point that has a simulated and a real row."""
     sim = frame[frame["backend"] == "sim"].set_index("point")
@@ -414,6 +468,7 @@ def agreement(frame: pd.DataFrame) -> Agreement:
                     _number(s, "time_to_target_s"), _number(r, "time_to_target_s")
                 ),
                 "real_time_to_target_ci95_s": _number(r, "time_to_target_ci95_s"),
+                **_inside(s, r),
             }
         )
     pairs = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))

@@ -16,7 +16,7 @@ from typing import Any
 
 from results.files import generator_tag
 
-from .compare import PairOrder, TargetAgreement
+from .compare import Agreement, PairOrder, TargetAgreement, coverage
 from .load import Run
 from .report import Plot, Report
 from .tables import (
@@ -108,11 +108,28 @@ def summary_lines(report: Report) -> list[str]:
         f"Points with both backends: {n}. Relative error = (sim - real) / real.",
         f"Mean absolute percentage error: step time {mape_step}, throughput {mape_tp}.",
         f"Kendall tau-b of the throughput ranking, sim vs real: {tau}.",
+        *coverage_lines(a),
         *order_lines(a.order),
         *target_lines(a.target),
         *origin_note(report),
         *drift_note(report),
         *uncalibrated_note(report),
+    ]
+
+
+def coverage_lines(a: Agreement) -> list[str]:
+    """How many measurements fell inside their prediction's 90% interval (the
+    calibration's spread and the runs' together: reports/compare.py, `measured_interval`)."""
+    inside, known, width = coverage(a.pairs)
+    if not known:
+        return [
+            "No point has an interval to hold its measurement: it needs the calibration "
+            "measured again beside the runs (compare does) or repeated runs (real.repeats)."
+        ]
+    return [
+        f"Measurements inside their prediction's 90% interval (the calibration's spread "
+        f"and the runs' together): {inside} of {known}; the intervals are "
+        f"{width:.0%} of the prediction wide on average."
     ]
 
 

@@ -41,14 +41,19 @@ Table = tuple[list[str], list[list[str]]]
 TARGET_ERROR = 0.10
 
 
-def verdict(error: float, sim: float, real: float, ci95: float) -> str:
-    """How a point's throughput error stands: within the target, within the real runs'
-    95% interval (the runs cannot tell the prediction from the truth), or outside both
-    (marked with a cross, and coloured in the page)."""
+def verdict(r: Mapping[str, Any]) -> str:
+    """How a point's measured throughput stands: inside or outside its prediction's 90%
+    interval where it has one (reports/compare.py, `measured_interval`; outside marked
+    with a cross, and coloured in the page); else against the per-point target or the
+    runs' own 95% interval."""
+    error, sim, real = r["throughput_error"], r["sim_throughput"], r["real_throughput"]
     if not math.isfinite(error):
         return "n/a"
+    if r.get("inside") is not None and r["inside"] == r["inside"]:
+        return "inside" if r["inside"] else "\u2717 outside"
     if abs(error) <= TARGET_ERROR:
         return f"within {TARGET_ERROR:.0%}"
+    ci95 = r["real_throughput_ci95"]
     if math.isfinite(ci95) and abs(sim - real) <= ci95:
         return "within the runs' 95% interval"
     return f"\u2717 outside {TARGET_ERROR:.0%}"
@@ -62,7 +67,7 @@ def error_table(report: Report) -> Table:
         "sim step",
         "real step",
         "step error",
-        "sim samples/s",
+        "sim samples/s (90% interval)",
         "real samples/s (95% interval)",
         "throughput error",
         "verdict",
@@ -75,7 +80,12 @@ def error_table(report: Report) -> Table:
             _ms(r["sim_step_time_s"]),
             _ms(r["real_step_time_s"]),
             _pct(r["step_time_error"], signed=True),
-            _num(r["sim_throughput"]),
+            _num(r["sim_throughput"])
+            + (
+                f" ({_num(r['interval_low'])} to {_num(r['interval_high'])})"
+                if math.isfinite(r["interval_low"])
+                else ""
+            ),
             _num(r["real_throughput"])
             + (
                 f" \u00b1 {_num(r['real_throughput_ci95'])} ({r['real_runs']:.0f} runs)"
@@ -83,12 +93,7 @@ def error_table(report: Report) -> Table:
                 else ""
             ),
             _pct(r["throughput_error"], signed=True),
-            verdict(
-                r["throughput_error"],
-                r["sim_throughput"],
-                r["real_throughput"],
-                r["real_throughput_ci95"],
-            ),
+            verdict(r),
         ]
         for r in records(report.agreement.pairs)
     ]
@@ -265,7 +270,8 @@ def _interval(r: dict[str, Any]) -> list[str]:
     level = f"{100 * float(r['interval_level']):.0f}%"
     return [
         f"{_num(low)} to {_num(high)} ({level})",
-        f"{name}, {float(r['interval_figures']):.0f} figures",
+        f"{name}, {float(r['interval_figures']):.0f} "
+        + ("rounds" if name == "calibration" else "figures"),
     ]
 
 

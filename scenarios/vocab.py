@@ -85,9 +85,11 @@ RESULT_COLUMNS = (
 )
 
 #: simulate's results.csv after RESULT_COLUMNS: each point's interval (measured/errors.py):
-#: its class (or why it has none) and the published figures behind it, the level, and the
-#: low and high ends of its throughput, step time and, where it has a target, its time,
-#: cost and energy to it (docs/scenarios.md, "Result files")
+#: its class (or why it has none) and the published figures behind it (a calibrated point:
+#: its calibration's rounds), the level, and the low and high ends of its throughput, step
+#: time and, where it has a target, its time, cost and energy to it; a calibrated point's
+#: throughput's standard deviation over the predictions of its calibration's rounds
+#: (docs/scenarios.md, "Result files")
 INTERVAL_COLUMNS = (
     "interval_class",
     "interval_figures",
@@ -102,6 +104,7 @@ INTERVAL_COLUMNS = (
     "cost_to_target_high_usd",
     "energy_to_target_low_kwh",
     "energy_to_target_high_kwh",
+    "throughput_calibration_sd_samples_per_s",
 )
 
 #: results.csv's time-to-target columns: empty where the point has no target or did not

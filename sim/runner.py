@@ -33,7 +33,7 @@ from .engine.convergence import run_columns, target_columns, target_curve, timed
 from .engine.failures import daly_interval, young_interval
 from .engine.metrics import summarize
 from .engine.steps import steps_frame, steps_summary
-from .simulation import Simulation
+from .simulation import Simulation, by_round
 from .strategies import strategy_of
 
 
@@ -255,7 +255,7 @@ def simulate_point(
     row["wall_time_s"] = time.perf_counter() - started
     money, costs = point_costs(spec, row)
     row.update(money)
-    row.update(errors.columns(spec, row))
+    row.update(errors.columns(spec, row, by_round(timed, profile)))
     why = None
     for run in runs:  # the first replication's reason that says something
         why = why or run.why

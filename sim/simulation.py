@@ -16,6 +16,7 @@ from scenarios.spec import ScenarioSpec
 
 from .engine import simulation
 from .engine.failures import Supervisor
+from .engine.metrics import summarize
 from .engine.outcome import SimulationOutcome
 from .engine.plugin import Engine
 from .strategies import strategy_of
@@ -64,3 +65,17 @@ class Simulation(simulation.Simulation):
                 f"simulation ended early: {self.completed} of {self.total_steps} steps done"
             )
         return self.outcome()
+
+
+def by_round(spec: ScenarioSpec, profile: Profile | None) -> list[float]:
+    """The throughput (samples/s) predicted from each round of `profile` alone
+    (`Profile.rounds`, `as_measured_in`), replication 0 each: how far the calibration's
+    spread moves the prediction; empty where the profile holds fewer than two rounds."""
+    if profile is None or len(profile.rounds) < 2:
+        return []
+    return [
+        float(summarize(spec, Simulation(spec, profile=profile.as_measured_in(i)).run())[
+            "throughput_samples_per_s"
+        ])
+        for i in range(len(profile.rounds))
+    ]

@@ -112,3 +112,68 @@ def test_left_out_sources_fall_inside_their_intervals() -> None:
     sentence = f"{covered.held} of {covered.tested} figures ({100 * covered.share:.0f}%)"
     for doc in ("validation-published.md", "validation-llm.md"):
         assert sentence in (ROOT / "docs" / doc).read_text(encoding="utf-8")
+
+
+ROUNDS = """
+rounds:
+  - compute: [{model: toy, batch_per_worker: 10, processes: 1, step_time: 6.4 ms, steps: 50}]
+  - compute: [{model: toy, batch_per_worker: 10, processes: 1, step_time: 8.0 ms, steps: 50}]
+    transfer: {latency: 2.5 ms, bandwidth: 100 MB/s, r2: 0.99, max_rel_residual: 0.1}
+  - compute: [{model: toy, batch_per_worker: 10, processes: 1, step_time: 4.8 ms, steps: 50}]
+"""
+
+
+def _calibrated(tmp_path: Path, profile: str) -> dict[str, Any]:
+    from conftest import write
+
+    from sim.runner import run
+
+    scenario = load(write(tmp_path, profile=profile))
+    (point,) = run(scenario).points
+    return point.row
+
+
+def test_a_calibrated_point_carries_its_calibrations_spread(tmp_path: Path) -> None:
+    from conftest import PROFILE
+
+    row = _calibrated(tmp_path, PROFILE + ROUNDS)
+    # one worker: a step is the compute entry's (tests/test_profile.py), 10 samples each;
+    # the pooled entry predicts, each round's predicts what that round measured
+    p = 10 / 6.4e-3
+    rounds = [10 / 6.4e-3, 10 / 8.0e-3, 10 / 4.8e-3]
+    relative = statistics.stdev(rounds) / statistics.mean(rounds)
+    half = 2.920 * relative * math.sqrt(1 + 1 / 3)  # t(0.95, 2), any table
+    assert row["throughput_samples_per_s"] == pytest.approx(p, rel=1e-9)
+    assert (row["interval_class"], row["interval_figures"]) == ("calibration", 3)
+    assert row["throughput_low_samples_per_s"] == pytest.approx(p * (1 - half), rel=1e-9)
+    assert row["throughput_high_samples_per_s"] == pytest.approx(p * (1 + half), rel=1e-9)
+    assert row["throughput_calibration_sd_samples_per_s"] == pytest.approx(relative * p)
+    assert row["step_time_low_s"] == pytest.approx(6.4e-3 / (1 + half), rel=1e-9)
+
+
+def test_a_calibration_measured_once_has_no_interval(tmp_path: Path) -> None:
+    from conftest import PROFILE
+
+    row = _calibrated(tmp_path, PROFILE)
+    assert row["interval_class"].startswith("calibration: measured once")
+    assert math.isnan(row["throughput_low_samples_per_s"])
+    assert math.isnan(row["throughput_calibration_sd_samples_per_s"])
+    # the published figures are not borrowed: they were measured on other machines
+    assert row["interval_figures"] == 1
+
+
+def test_a_profiles_rounds_are_written_and_read_back(tmp_path: Path) -> None:
+    from conftest import PROFILE
+
+    from measured.profile import dump_profile, load_profile
+
+    path = tmp_path / "box.yaml"
+    path.write_text(PROFILE + ROUNDS)
+    profile = load_profile(path)
+    assert len(profile.rounds) == 3
+    (tmp_path / "again.yaml").write_text(dump_profile(profile))
+    assert load_profile(tmp_path / "again.yaml") == profile
+    second = profile.as_measured_in(1)
+    assert second.compute[-1].step_time == pytest.approx(8.0e-3)
+    assert second.transfer is not None and second.transfer.bandwidth == pytest.approx(100e6)
+    assert profile.as_measured_in(2).transfer == profile.transfer  # not measured: pooled

@@ -254,6 +254,15 @@ def test_recalibrate_measures_before_each_run_and_pools(
     (pair,) = pooled.allreduce
     assert pair.bandwidth == pytest.approx(3 / (1 / 300 + 1 / 150 + 1 / 100) * 1e6, rel=1e-5)
     assert pooled.restarts == calibrated.restarts  # not measured again: as it was
+    # each round kept as measured, round 0 the calibration's own figures of those probes
+    rounds = [pooled.as_measured_in(i) for i in range(len(pooled.rounds))]
+    # (P=2 was not calibrated: round 0 keeps its pooled figure)
+    ordered = [sorted(r.compute, key=lambda e: e.processes) for r in rounds]
+    times = [[e.step_time * 1e3 for e in entries] for entries in ordered]
+    assert times == [pytest.approx(t) for t in ([20, 32], [22, 30], [18, 34])]
+    assert [r.transfer.bandwidth / 1e6 for r in rounds] == pytest.approx([300, 200, 100])
+    assert [r.allreduce[0].bandwidth / 1e6 for r in rounds] == pytest.approx([300, 150, 100])
+    assert all(r.restarts == calibrated.restarts and not r.rounds for r in rounds)
 
 
 def load_profile_text(tmp_path: Any, text: str) -> Any:

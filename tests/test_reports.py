@@ -309,13 +309,59 @@ def test_report_error_table_and_summary_by_hand(paired: Path) -> None:
     assert summary.count("\u2717 outside 10%") == 2
 
 
+def _pair(
+    error: float, sim: float, real: float, ci95: float, inside: bool | None = None
+) -> dict[str, object]:
+    return {
+        "throughput_error": error,
+        "sim_throughput": sim,
+        "real_throughput": real,
+        "real_throughput_ci95": ci95,
+        "inside": inside,
+    }
+
+
 def test_verdict_of_a_point() -> None:
-    assert verdict(0.08, 108.0, 100.0, math.nan) == "within 10%"
-    assert verdict(-0.10, 90.0, 100.0, math.nan) == "within 10%"
+    assert verdict(_pair(0.08, 108.0, 100.0, math.nan)) == "within 10%"
+    assert verdict(_pair(-0.10, 90.0, 100.0, math.nan)) == "within 10%"
     # 15% off, but the runs' 95% interval is +-20: they cannot tell the two apart
-    assert verdict(0.15, 115.0, 100.0, 20.0) == "within the runs' 95% interval"
-    assert verdict(0.15, 115.0, 100.0, 10.0) == "\u2717 outside 10%"
-    assert verdict(math.nan, 1.0, 0.0, math.nan) == "n/a"
+    assert verdict(_pair(0.15, 115.0, 100.0, 20.0)) == "within the runs' 95% interval"
+    assert verdict(_pair(0.15, 115.0, 100.0, 10.0)) == "\u2717 outside 10%"
+    assert verdict(_pair(math.nan, 1.0, 0.0, math.nan)) == "n/a"
+    # with an interval, it decides: 3% off and outside, 15% off and inside
+    assert verdict(_pair(0.03, 103.0, 100.0, 1.0, False)) == "\u2717 outside"
+    assert verdict(_pair(0.15, 115.0, 100.0, 1.0, True)) == "inside"
+
+
+def test_measured_interval_combines_the_calibrations_and_the_runs_spread() -> None:
+    from reports.compare import measured_interval
+    from results.stats import t95
+
+    # 4 rounds predicting with a relative sd of 8%; 3 runs with one run's sd 10%
+    sim = {
+        "throughput_samples_per_s": 100.0,
+        "interval_class": "calibration",
+        "interval_figures": 4,
+        "throughput_calibration_sd_samples_per_s": 8.0,
+    }
+    half = 11.0 * t95(2) / math.sqrt(3)  # the 95% half-width of 3 runs of sd 11 at 110
+    real = {
+        "throughput_samples_per_s": 110.0,
+        "replications": 3,
+        "throughput_ci95_samples_per_s": half,
+    }
+    a, b = 0.08**2 / 4, 0.10**2 / 3
+    dof = (a + b) ** 2 / (a**2 / 3 + b**2 / 2)  # Welch-Satterthwaite: 3.80
+    assert 3 < dof < 4
+    width = 2.353 * math.sqrt(a + b)  # t(0.95, 3), any table
+    assert measured_interval(sim, real) == pytest.approx((100 * (1 - width), 100 * (1 + width)))
+    # the runs alone (a calibration measured once): t(0.95, 2) x their sd / sqrt(3)
+    once = {**sim, "interval_class": "calibration: measured once", "interval_figures": 1}
+    alone = 2.920 * 0.10 / math.sqrt(3)
+    assert measured_interval(once, real) == pytest.approx((100 * (1 - alone), 100 * (1 + alone)))
+    # neither spread known: no interval
+    single = {"throughput_samples_per_s": 110.0, "replications": 1}
+    assert all(math.isnan(x) for x in measured_interval(once, single))
 
 
 def test_report_async_staleness_and_traces(

@@ -16,7 +16,9 @@ How each kind pools, the calibration's own measurement counting as one of them:
 - updates and closures: per model, dtype and servers, the mean of each figure, weighted by
   the calls timed.
 
-A key the profile lacks is added; what was not measured again stays as it was.
+A key the profile lacks is added; what was not measured again stays as it was. Each
+round's own figures are kept besides (`rounds_of`: the profile's `rounds`, round 0 the
+calibration's figures of the same probes), so that a prediction can be made from each.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from measured.profile import (
     Fit,
     Messages,
     Profile,
+    Round,
     UpdateEntry,
 )
 
@@ -93,22 +96,70 @@ def fold_compute(profile: Profile, entries: Iterable[ComputeEntry]) -> Profile:
     step time is the mean over every step measured (each measurement weighted by its
     steps), p10, p90 and start-up the mean of the measurements'; a key the profile lacks
     is added."""
-
-    def pooled(group: list[ComputeEntry]) -> ComputeEntry:
-        steps = sum(e.steps for e in group)
-        weights = [e.steps for e in group] if steps else [1] * len(group)
-        return group[0].model_copy(
-            update={
-                "step_time": float(np.average([e.step_time for e in group], weights=weights)),
-                "p10": _mean([e.p10 for e in group]),
-                "p90": _mean([e.p90 for e in group]),
-                "steps": steps,
-                "startup": _mean([e.startup for e in group]),
-            }
-        )
-
-    compute = _by_key([*profile.compute, *entries], _compute_key, pooled)
+    compute = _by_key([*profile.compute, *entries], lambda e: e.key, _pool_compute)
     return profile.model_copy(update={"compute": compute})
+
+
+def _pool_compute(group: list[ComputeEntry]) -> ComputeEntry:
+    steps = sum(e.steps for e in group)
+    weights = [e.steps for e in group] if steps else [1] * len(group)
+    return group[0].model_copy(
+        update={
+            "step_time": float(np.average([e.step_time for e in group], weights=weights)),
+            "p10": _mean([e.p10 for e in group]),
+            "p90": _mean([e.p90 for e in group]),
+            "steps": steps,
+            "startup": _mean([e.startup for e in group]),
+        }
+    )
+
+
+def rounds_of(profile: Profile, rounds: Sequence[Measured]) -> list[Round]:
+    """The profile's rounds with `rounds` (each what one round of runs measured again)
+    added, each as one `Round`; a profile without rounds gets round 0 first: its own
+    figures of the probes the rounds measured (the calibration: call this before pooling
+    the rounds into it)."""
+    measured = [r for r in rounds if r]
+    if not measured:
+        return list(profile.rounds)
+    first = [] if profile.rounds else [_as_measured(profile, measured)]
+    return [*profile.rounds, *first, *(_round_of(r) for r in measured)]
+
+
+def _round_of(measured: Measured) -> Round:
+    """One round's measurements, a key measured twice pooled into one."""
+    return Round(
+        compute=_by_key(measured.compute, lambda e: e.key, _pool_compute),
+        transfer=pool_fits(measured.transfer),
+        exchange=pool_fits(measured.exchange),
+        messages=_pool_messages(measured.messages),
+        allreduce=_by_key(measured.allreduce, lambda f: f.workers, _pool_collective),
+        in_graph=_by_key(measured.in_graph, lambda f: f.workers, _pool_collective),
+        coordinator=_pool_coordinator(measured.coordinator),
+        updates=_by_key(measured.updates, lambda u: u.key, _pool_updates),
+    )
+
+
+def _as_measured(profile: Profile, rounds: Sequence[Measured]) -> Round:
+    """The profile's figures of what `rounds` measured again: its round 0."""
+    again = Measured()
+    for r in rounds:
+        for name in again.__dataclass_fields__:
+            getattr(again, name).extend(getattr(r, name))
+    compute = {e.key for e in again.compute}
+    collectives = {f.workers for f in again.allreduce}
+    in_graph = {f.workers for f in again.in_graph}
+    updates = {u.key for u in again.updates}
+    return Round(
+        compute=[e for e in profile.compute if e.key in compute],
+        transfer=profile.transfer if again.transfer else None,
+        exchange=profile.exchange if again.exchange else None,
+        messages=profile.messages if again.messages else None,
+        allreduce=[f for f in profile.allreduce if f.workers in collectives],
+        in_graph=[f for f in profile.in_graph if f.workers in in_graph],
+        coordinator=profile.coordinator if again.coordinator else None,
+        updates=[u for u in profile.updates if u.key in updates],
+    )
 
 
 def fit_alpha_beta(points: Iterable[tuple[float, float]]) -> tuple[float, float, float, float]:
@@ -228,11 +279,11 @@ def drift(profile: Profile, later: Sequence[ComputeEntry]) -> dict[str, Any] | N
     spread of the calibration's own steps ((p90 - p10) / (2 x 1.2816) / mean), and no less
     than RUN_TO_RUN_NOISE. The machine `changed` when |drift| exceeds the noise. None when
     no key was measured at both times."""
-    calibrated = {_compute_key(e): e for e in profile.compute}
+    calibrated = {e.key: e for e in profile.compute}
     groups: dict[tuple[Any, ...], list[ComputeEntry]] = {}
     for e in later:
-        if _compute_key(e) in calibrated:
-            groups.setdefault(_compute_key(e), []).append(e)
+        if e.key in calibrated:
+            groups.setdefault(e.key, []).append(e)
     if not groups:
         return None
     entries, drifts, weights = [], [], []
@@ -266,18 +317,3 @@ def drift(profile: Profile, later: Sequence[ComputeEntry]) -> dict[str, Any] | N
         "changed": abs(value) > noise,
         "entries": entries,
     }
-
-
-def _compute_key(e: ComputeEntry) -> tuple[Any, ...]:
-    return (
-        e.model,
-        e.batch_per_worker,
-        e.dtype,
-        e.processes,
-        e.servers,
-        e.micro_batches,
-        e.fed,
-        e.gradients_only,
-        e.in_graph,
-        e.layout,
-    )
