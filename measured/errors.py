@@ -253,7 +253,13 @@ def calibrated(rounds: Sequence[float], to_target: bool = False) -> Interval:
     this machine, `compare` adds from the runs (reports/compare.py, `measured_interval`).
     A calibration measured once has no spread to tell: no interval."""
     k = len(rounds)
-    if k < 2:
+    return spread_of(k, relative_sd(rounds) if k > 1 else math.nan, to_target)
+
+
+def spread_of(k: int, relative: float, to_target: bool = False) -> Interval:
+    """`calibrated`'s interval from the rounds' count k and the relative standard
+    deviation of their predictions."""
+    if k < 2 or not math.isfinite(relative):
         return Interval(
             math.nan,
             math.nan,
@@ -263,7 +269,7 @@ def calibrated(rounds: Sequence[float], to_target: bool = False) -> Interval:
             to_target,
             "calibration rounds",
         )
-    half = t_95(k - 1) * relative_sd(rounds) * math.sqrt(1 + 1 / k)
+    half = t_95(k - 1) * relative * math.sqrt(1 + 1 / k)
     low, high = 1 / (1 + half), (1 / (1 - half) if half < 1 else math.inf)
     if to_target:
         updates = _target_errors()
@@ -278,6 +284,19 @@ def relative_sd(values: Sequence[float]) -> float:
     if n < 2 or mean <= 0:
         return math.nan
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) / mean
+
+
+def of_row(spec: Any, row: dict[str, Any], to_target: bool = False) -> Interval:
+    """The interval of a simulated point from its spec and its results row: a calibrated
+    point's from the rounds its row counts and their spread, any other's from the tables."""
+    if spec.cluster.profile is None:
+        return interval(spec, to_target)
+    counted = _number(row.get("interval_figures"))
+    k = int(counted) if math.isfinite(counted) else 0
+    relative = _number(row.get("throughput_calibration_sd_samples_per_s")) / _number(
+        row.get("throughput_samples_per_s")
+    )
+    return spread_of(k, relative, to_target)
 
 
 #: a to-target figure's column and its interval's (low, high) columns

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from measured.errors import interval
+from measured.errors import of_row
 from scenarios.loader import Point
 from scenarios.sections.plan import PlanSpec
 
@@ -71,7 +71,7 @@ def judge(plan: PlanSpec, index: int, point: Point, row: dict[str, Any]) -> Judg
     to_target = spec.training.target is not None
     if to_target and math.isnan(number(row.get("time_to_target_s"))):
         judged.status = "misses target"
-    band = interval(spec, to_target)
+    band = of_row(spec, row, to_target)
     judged.basis = band.basis
     for objective, (target_column, run_column, _) in COLUMNS.items():
         value = number(row.get(target_column if to_target else run_column))

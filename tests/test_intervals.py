@@ -123,20 +123,20 @@ rounds:
 """
 
 
-def _calibrated(tmp_path: Path, profile: str) -> dict[str, Any]:
+def _calibrated(tmp_path: Path, profile: str) -> tuple[ScenarioSpec, dict[str, Any]]:
     from conftest import write
 
     from sim.runner import run
 
     scenario = load(write(tmp_path, profile=profile))
     (point,) = run(scenario).points
-    return point.row
+    return scenario.points[0].spec, point.row
 
 
 def test_a_calibrated_point_carries_its_calibrations_spread(tmp_path: Path) -> None:
     from conftest import PROFILE
 
-    row = _calibrated(tmp_path, PROFILE + ROUNDS)
+    spec, row = _calibrated(tmp_path, PROFILE + ROUNDS)
     # one worker: a step is the compute entry's (tests/test_profile.py), 10 samples each;
     # the pooled entry predicts, each round's predicts what that round measured
     p = 10 / 6.4e-3
@@ -149,12 +149,15 @@ def test_a_calibrated_point_carries_its_calibrations_spread(tmp_path: Path) -> N
     assert row["throughput_high_samples_per_s"] == pytest.approx(p * (1 + half), rel=1e-9)
     assert row["throughput_calibration_sd_samples_per_s"] == pytest.approx(relative * p)
     assert row["step_time_low_s"] == pytest.approx(6.4e-3 / (1 + half), rel=1e-9)
+    # the planner reads the same interval back from the row
+    again = errors.of_row(spec, row).of_throughput(p)
+    assert again == pytest.approx((p * (1 - half), p * (1 + half)), rel=1e-9)
 
 
 def test_a_calibration_measured_once_has_no_interval(tmp_path: Path) -> None:
     from conftest import PROFILE
 
-    row = _calibrated(tmp_path, PROFILE)
+    _, row = _calibrated(tmp_path, PROFILE)
     assert row["interval_class"].startswith("calibration: measured once")
     assert math.isnan(row["throughput_low_samples_per_s"])
     assert math.isnan(row["throughput_calibration_sd_samples_per_s"])

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from reports.compare import (  # noqa: E402
     agreement,
     combine,
+    coverage,
     kendall_tau_b,
     mape,
     ordered_pairs,
@@ -91,6 +92,30 @@ def _with_spread(row: Any) -> str:
     if runs < 2 or not math.isfinite(half):
         return f"{mean:,.0f}"
     return f"{mean:,.0f} ± {half:,.0f} ({runs} runs)"
+
+
+def _with_interval(row: Any) -> str:
+    """A predicted throughput, with the 90% interval its measurement should fall in."""
+    low, high = float(row["interval_low"]), float(row["interval_high"])
+    if not math.isfinite(low):
+        return f"{row['sim_throughput']:,.0f}"
+    return f"{row['sim_throughput']:,.0f} ({low:,.0f} to {high:,.0f})"
+
+
+def _inside(value: Any) -> str:
+    return "n/a" if value is None or value != value else "yes" if value else "**no**"
+
+
+def _coverage_line(held: int, known: int, widths: list[float]) -> str:
+    """The share of measurements inside their prediction's 90% interval, over the suite."""
+    if not known:
+        return "No point has an interval (the calibration measured once, the points run once)."
+    return (
+        f"**Coverage: {held} of {known} measurements ({held / known:.0%}) inside their "
+        f"prediction's 90% interval** (the calibration's spread over its rounds and the "
+        f"runs' spread together: docs/validation.md, \"Intervals\"); the intervals are "
+        f"{float(np.mean(widths)):.0%} of the prediction wide on average."
+    )
 
 
 def _self_tau(real: Any) -> float | None:
@@ -154,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         files = [f for f in files if f.stem in args.only]
     sections, all_errors, all_step_errors, taus, above = [], [], [], [], []
+    held = known = 0
+    widths: list[float] = []
     machine: dict[str, object] = {}
     results = []
     for scenario in files:
@@ -173,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         pairs = result.pairs
         all_errors += list(pairs["throughput_error"])
         all_step_errors += list(pairs["step_time_error"])
+        inside, counted, width = coverage(pairs)
+        held, known = held + inside, known + counted
+        widths += [width] * counted
         taus.append((scenario.stem, result.tau))
         resolved = None
         if noise is not None:
@@ -196,15 +226,16 @@ def main(argv: list[str] | None = None) -> int:
             + f". Calibration: `runs/validation/{scenario.stem}/profile.yaml`.",
             "",
             "| point | configuration | workers | sim step | real step | error | sim samples/s "
-            "| real samples/s | error |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "(90% interval) | real samples/s | error | inside |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in pairs.to_dict(orient="records"):
             lines.append(
                 f"| {row['point']} | {row['label']} | {row['workers']} "
                 f"| {row['sim_step_time_s'] * 1e3:.1f} ms | {row['real_step_time_s'] * 1e3:.1f} ms "
-                f"| {_pct(row['step_time_error'])} | {row['sim_throughput']:,.0f} "
-                f"| {_with_spread(row)} | {_pct(row['throughput_error'])} |"
+                f"| {_pct(row['step_time_error'])} | {_with_interval(row)} "
+                f"| {_with_spread(row)} | {_pct(row['throughput_error'])} "
+                f"| {_inside(row['inside'])} |"
             )
             if abs(row["throughput_error"]) > TARGET_PCT / 100:
                 above.append(f"{scenario.stem}: {row['point']} ({_pct(row['throughput_error'])})")
@@ -248,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{n} {'n/a' if t is None else f'{t:.2f}'}" for n, t in taus)
         + ".",
         "",
+        _coverage_line(held, known, widths),
+        "",
         "Points above the target: " + ("; ".join(above) if above else "none") + ".",
         "",
         _noise_paragraph(noise, resolved_taus),
@@ -262,7 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     write_atomic(path, "\n".join(doc))
-    print(f"validate: throughput MAPE {overall:.1f}% over {len(all_errors)} points; wrote {path}")
+    print(
+        f"validate: throughput MAPE {overall:.1f}% over {len(all_errors)} points, "
+        f"{held} of {known} inside their 90% intervals; wrote {path}"
+    )
     return 0
 
 
