@@ -352,19 +352,22 @@ PAIR_COLUMNS = (
 )
 
 
-def measured_interval(sim: Mapping[Any, Any], real: Mapping[Any, Any]) -> tuple[float, float]:
+def measured_interval(
+    sim: Mapping[Any, Any], real: Mapping[Any, Any], noise: tuple[float, int] | None = None
+) -> tuple[float, float]:
     """Where the runs' mean throughput should fall, at 90% (`measured.errors.LEVEL`),
-    about the prediction p:
-    p x (1 +- t(0.95, nu) x sqrt(c^2 / k + r^2 / R)), c the relative standard deviation
-    of the throughputs predicted from each of the calibration's k rounds (the probes
-    measured again beside the runs: `throughput_calibration_sd_samples_per_s`), r that of
-    one run's throughput over the R runs (from their 95% half-width), nu their
-    Welch-Satterthwaite degrees of freedom. The first term is what the pooled
-    calibration's mean is uncertain by, the second what the runs' mean is: the interval
-    the measurement falls in if the model is right. (nan, nan) where neither spread is
-    known."""
+    about the prediction p: p x (1 +- t(0.95, nu) x sqrt(c^2 / k + r^2 / R)), c the
+    relative standard deviation of the throughputs predicted from each of the
+    calibration's k rounds (the probes measured again beside the runs:
+    `throughput_calibration_sd_samples_per_s`), r one run's relative standard deviation
+    (`noise`, pooled over the report's repeated points by `run_to_run_noise`, with its
+    degrees of freedom; without it, the point's own R runs', from their 95% half-width),
+    nu the Welch-Satterthwaite degrees of freedom of the two terms. The first term is what
+    the pooled calibration's mean is uncertain by, the second what the runs' mean is: the
+    interval the measurement falls in if the model is right. (nan, nan) where neither
+    spread is known."""
     p = _number(sim, "throughput_samples_per_s")
-    parts: list[tuple[float, int]] = []  # (variance of the relative mean, its dof)
+    parts: list[tuple[float, float]] = []  # (variance of the relative mean, its dof)
     k = int(_number(sim, "interval_figures")) if sim.get("interval_class") == CALIBRATION else 0
     spread = _number(sim, "throughput_calibration_sd_samples_per_s")
     if k >= 2 and math.isfinite(spread) and p > 0:
@@ -372,7 +375,9 @@ def measured_interval(sim: Mapping[Any, Any], real: Mapping[Any, Any]) -> tuple[
     runs = _runs(real)
     half = _number(real, "throughput_ci95_samples_per_s")
     mean = _number(real, "throughput_samples_per_s")
-    if runs >= 2 and math.isfinite(half) and mean > 0:
+    if noise is not None:
+        parts.append((noise[0] ** 2 / runs, noise[1]))
+    elif runs >= 2 and math.isfinite(half) and mean > 0:
         sd = half * math.sqrt(runs) / t95(runs - 1)
         parts.append(((sd / mean) ** 2 / runs, runs - 1))
     total = sum(v for v, _ in parts)
@@ -421,10 +426,12 @@ def target_agreement(pairs: pd.DataFrame, real: pd.DataFrame) -> TargetAgreement
     )
 
 
-def _inside(sim: Mapping[Any, Any], real: Mapping[Any, Any]) -> dict[str, Any]:
+def _inside(
+    sim: Mapping[Any, Any], real: Mapping[Any, Any], noise: tuple[float, int] | None
+) -> dict[str, Any]:
     """A pair's `measured_interval` and whether the runs' mean throughput fell inside
     it (None where it has none)."""
-    low, high = measured_interval(sim, real)
+    low, high = measured_interval(sim, real, noise)
     mean = _number(real, "throughput_samples_per_s")
     inside = bool(low <= mean <= high) if math.isfinite(low) else None
     return {"interval_low": low, "interval_high": high, "inside": inside}
@@ -445,7 +452,9 @@ def agreement(frame: pd.DataFrame) -> Agreement:
     sim = frame[frame["backend"] == "sim"].set_index("point")
     real = frame[frame["backend"] == "real"].set_index("point")
     rows = []
-    for point in [p for p in real.index if p in sim.index]:
+    both = [p for p in real.index if p in sim.index]
+    noise = run_to_run_noise(real.loc[both])  # one run's, pooled over the repeated points
+    for point in both:
         s, r = sim.loc[point], real.loc[point]
         rows.append(
             {
@@ -468,7 +477,7 @@ def agreement(frame: pd.DataFrame) -> Agreement:
                     _number(s, "time_to_target_s"), _number(r, "time_to_target_s")
                 ),
                 "real_time_to_target_ci95_s": _number(r, "time_to_target_ci95_s"),
-                **_inside(s, r),
+                **_inside(s, r, noise),
             }
         )
     pairs = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))

@@ -355,6 +355,13 @@ def test_measured_interval_combines_the_calibrations_and_the_runs_spread() -> No
     assert 3 < dof < 4
     width = 2.353 * math.sqrt(a + b)  # t(0.95, 3), any table
     assert measured_interval(sim, real) == pytest.approx((100 * (1 - width), 100 * (1 + width)))
+    # one run's noise pooled over a report's points, 15% on 18 degrees of freedom
+    a, b = 0.08**2 / 4, 0.15**2 / 3
+    dof = (a + b) ** 2 / (a**2 / 3 + b**2 / 18)
+    assert 20 < dof < 21
+    width = 1.725 * math.sqrt(a + b)  # t(0.95, 20)
+    pooled = measured_interval(sim, real, (0.15, 18))
+    assert pooled == pytest.approx((100 * (1 - width), 100 * (1 + width)))
     # the runs alone (a calibration measured once): t(0.95, 2) x their sd / sqrt(3)
     once = {**sim, "interval_class": "calibration: measured once", "interval_figures": 1}
     alone = 2.920 * 0.10 / math.sqrt(3)
