@@ -113,7 +113,8 @@ def _coverage_line(held: int, known: int, widths: list[float]) -> str:
     return (
         f"**Coverage: {held} of {known} measurements ({held / known:.0%}) inside their "
         f"prediction's 90% interval** (the calibration's spread over its rounds and the "
-        f"runs' spread together: docs/validation.md, \"Intervals\"); the intervals are "
+        f"runs' spread together: docs/simulator.md, \"Intervals of a calibrated "
+        f"prediction\"); the intervals are "
         f"{float(np.mean(widths)):.0%} of the prediction wide on average."
     )
 
