@@ -1,13 +1,16 @@
 """How far the simulator's predictions have been from measurements: the interval every
 simulated point carries (`simulate`'s results.csv, `trainscale plan`).
 
-Three tables, data files beside this module:
+Four tables, data files beside this module:
 
 - `errors-published.yaml` (written by `make validate-published`) and `errors-llm.yaml`
   (`make validate-llm`): every published throughput figure's signed relative error,
   (simulated - published) / published, with what decides it (the strategy's kind, the
   network's protocol, where the communication runs: inside one host or between hosts,
   and the devices) and its source.
+- `errors-localhost.yaml` (`make validate`): the throughput error of every calibrated
+  point of the validation on this machine, with its kind and runs, and the runs' pooled
+  noise: the model's own error in `compare`'s interval (`machine_error`).
 - `errors-target.yaml`: the signed relative error of the updates to a target,
   (simulated - measured) / measured, over the points of the time-to-target validation
   (docs/validation.md).
@@ -51,6 +54,7 @@ HERE = Path(__file__).resolve().parent
 PUBLISHED_ERRORS = HERE / "errors-published.yaml"
 LLM_ERRORS = HERE / "errors-llm.yaml"
 TARGET_ERRORS = HERE / "errors-target.yaml"
+LOCALHOST_ERRORS = HERE / "errors-localhost.yaml"
 
 #: the share of further figures an interval is meant to hold
 LEVEL = 0.90
@@ -297,6 +301,38 @@ def of_row(spec: Any, row: dict[str, Any], to_target: bool = False) -> Interval:
         row.get("throughput_samples_per_s")
     )
     return spread_of(k, relative, to_target)
+
+
+@dataclass(frozen=True)
+class MachineError:
+    """The model's own error on calibrated points of this machine, from `make validate`'s
+    points (`errors-localhost.yaml`): the class (the strategy's kind where it has at least
+    `CLASS_MIN` points, else `all`), its points, their mean error, and the variance of the
+    model's error: their errors' variance less what the runs' noise put into it then
+    (the pooled noise squared over each point's runs, averaged), never below 0."""
+
+    name: str
+    figures: int
+    mean: float
+    variance: float
+
+
+def machine_error(kind: str) -> MachineError | None:
+    """`MachineError` of a calibrated point of `kind`; None without a table."""
+    if not LOCALHOST_ERRORS.exists():
+        return None
+    data = yaml.safe_load(LOCALHOST_ERRORS.read_text())
+    rows = data["figures"]
+    own = [r for r in rows if r["kind"] == kind]
+    members, name = (own, kind) if len(own) >= CLASS_MIN else (rows, "all")
+    if len(members) < 2:
+        return None
+    errors = [float(r["error"]) for r in members]
+    n = len(errors)
+    mean = sum(errors) / n
+    spread = sum((e - mean) ** 2 for e in errors) / (n - 1)
+    noise = sum(float(data["noise"]) ** 2 / int(r["runs"]) for r in members) / n
+    return MachineError(f"this machine's {name}", n, mean, max(0.0, spread - noise))
 
 
 #: a to-target figure's column and its interval's (low, high) columns

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from measured.errors import CALIBRATION, t_95
+from measured.errors import CALIBRATION, machine_error, t_95
 from results.stats import t95
 from scenarios.errors import UserError
 from scenarios.sections.strategy import serves_parameters
@@ -355,22 +355,36 @@ PAIR_COLUMNS = (
 def measured_interval(
     sim: Mapping[Any, Any], real: Mapping[Any, Any], noise: tuple[float, int] | None = None
 ) -> tuple[float, float]:
-    """Where the runs' mean throughput should fall, at 90% (`measured.errors.LEVEL`),
-    about the prediction p: p x (1 +- t(0.95, nu) x sqrt(c^2 / k + r^2 / R)), c the
-    relative standard deviation of the throughputs predicted from each of the
-    calibration's k rounds (the probes measured again beside the runs:
-    `throughput_calibration_sd_samples_per_s`), r one run's relative standard deviation
-    (`noise`, pooled over the report's repeated points by `run_to_run_noise`, with its
-    degrees of freedom; without it, the point's own R runs', from their 95% half-width),
-    nu the Welch-Satterthwaite degrees of freedom of the two terms. The first term is what
-    the pooled calibration's mean is uncertain by, the second what the runs' mean is: the
-    interval the measurement falls in if the model is right. (nan, nan) where neither
-    spread is known."""
+    """Where the runs' mean throughput m should fall, at 90% (`measured.errors.LEVEL`),
+    about a calibrated prediction p: m = p / (1 + e), the error e within
+    mu +- t(0.95, nu) x sqrt(v (1 + 1/n) + c^2 / k + r^2 / R). Three parts:
+
+    - the model's own error on this machine (`measured.errors.machine_error`, from `make
+      validate`'s n points): mean mu, variance v beyond what those runs' noise explains;
+    - the calibration's spread: c the relative standard deviation of the throughputs
+      predicted from each of its k rounds (the probes measured again beside the runs,
+      `throughput_calibration_sd_samples_per_s`), what the pooled calibration is
+      uncertain by;
+    - the runs' spread: r one run's relative standard deviation (`noise`, pooled over the
+      report's repeated points by `run_to_run_noise`; without it, the point's own R
+      runs', from their 95% half-width), what the runs' mean is uncertain by;
+
+    nu their Welch-Satterthwaite degrees of freedom. (nan, nan) for a prediction not
+    calibrated (`cluster.profile`: its interval is simulate's own) or where no part is
+    known."""
     p = _number(sim, "throughput_samples_per_s")
-    parts: list[tuple[float, float]] = []  # (variance of the relative mean, its dof)
-    k = int(_number(sim, "interval_figures")) if sim.get("interval_class") == CALIBRATION else 0
+    name = str(sim.get("interval_class") or "")
+    if not name.startswith(CALIBRATION) or not p > 0:
+        return math.nan, math.nan
+    parts: list[tuple[float, float]] = []  # (variance of the relative error, its dof)
+    center = 0.0
+    model = machine_error(str(sim.get("strategy", "")))
+    if model is not None:
+        center = model.mean
+        parts.append((model.variance * (1 + 1 / model.figures), model.figures - 1))
+    k = int(_number(sim, "interval_figures")) if name == CALIBRATION else 0
     spread = _number(sim, "throughput_calibration_sd_samples_per_s")
-    if k >= 2 and math.isfinite(spread) and p > 0:
+    if k >= 2 and math.isfinite(spread):
         parts.append(((spread / p) ** 2 / k, k - 1))
     runs = _runs(real)
     half = _number(real, "throughput_ci95_samples_per_s")
@@ -380,12 +394,15 @@ def measured_interval(
     elif runs >= 2 and math.isfinite(half) and mean > 0:
         sd = half * math.sqrt(runs) / t95(runs - 1)
         parts.append(((sd / mean) ** 2 / runs, runs - 1))
+    parts = [(v, d) for v, d in parts if v > 0]
     total = sum(v for v, _ in parts)
-    if not parts or not math.isfinite(p) or total <= 0:
+    if not parts:
         return math.nan, math.nan
     dof = total**2 / sum(v**2 / d for v, d in parts)
     width = t_95(max(1, math.floor(dof))) * math.sqrt(total)
-    return p * (1 - width), p * (1 + width)
+    low = 1 + center + width
+    high = 1 + center - width
+    return p / low, (p / high if high > 0 else math.inf)
 
 
 def _number(row: Mapping[Any, Any], column: str) -> float:

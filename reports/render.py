@@ -118,17 +118,19 @@ def summary_lines(report: Report) -> list[str]:
 
 
 def coverage_lines(a: Agreement) -> list[str]:
-    """How many measurements fell inside their prediction's 90% interval (the
-    calibration's spread and the runs' together: reports/compare.py, `measured_interval`)."""
+    """How many measurements fell inside their prediction's 90% interval (the model's
+    error on this machine, the calibration's spread and the runs' together:
+    reports/compare.py, `measured_interval`)."""
     inside, known, width = coverage(a.pairs)
     if not known:
         return [
-            "No point has an interval to hold its measurement: it needs the calibration "
-            "measured again beside the runs (compare does) or repeated runs (real.repeats)."
+            "No point has an interval to hold its measurement: it needs a calibrated "
+            "prediction (compare makes one)."
         ]
     return [
-        f"Measurements inside their prediction's 90% interval (the calibration's spread "
-        f"and the runs' together): {inside} of {known}; the intervals are "
+        f"Measurements inside their prediction's 90% interval (the model's error on "
+        f"this machine, the calibration's spread and the runs' together): {inside} of "
+        f"{known}; the intervals are "
         f"{width:.0%} of the prediction wide on average."
     ]
 

@@ -15,12 +15,14 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -333,9 +335,14 @@ def test_verdict_of_a_point() -> None:
     assert verdict(_pair(0.15, 115.0, 100.0, 1.0, True)) == "inside"
 
 
-def test_measured_interval_combines_the_calibrations_and_the_runs_spread() -> None:
+def test_measured_interval_combines_the_calibrations_and_the_runs_spread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from reports import compare
     from reports.compare import measured_interval
     from results.stats import t95
+
+    monkeypatch.setattr(compare, "machine_error", lambda kind: None)  # no validation table
 
     # 4 rounds predicting with a relative sd of 8%; 3 runs with one run's sd 10%
     sim = {
@@ -354,21 +361,59 @@ def test_measured_interval_combines_the_calibrations_and_the_runs_spread() -> No
     dof = (a + b) ** 2 / (a**2 / 3 + b**2 / 2)  # Welch-Satterthwaite: 3.80
     assert 3 < dof < 4
     width = 2.353 * math.sqrt(a + b)  # t(0.95, 3), any table
-    assert measured_interval(sim, real) == pytest.approx((100 * (1 - width), 100 * (1 + width)))
+    # the runs' mean m = p / (1 + e), e within +- width
+    assert measured_interval(sim, real) == pytest.approx((100 / (1 + width), 100 / (1 - width)))
     # one run's noise pooled over a report's points, 15% on 18 degrees of freedom
     a, b = 0.08**2 / 4, 0.15**2 / 3
     dof = (a + b) ** 2 / (a**2 / 3 + b**2 / 18)
     assert 20 < dof < 21
     width = 1.725 * math.sqrt(a + b)  # t(0.95, 20)
     pooled = measured_interval(sim, real, (0.15, 18))
-    assert pooled == pytest.approx((100 * (1 - width), 100 * (1 + width)))
+    assert pooled == pytest.approx((100 / (1 + width), 100 / (1 - width)))
     # the runs alone (a calibration measured once): t(0.95, 2) x their sd / sqrt(3)
     once = {**sim, "interval_class": "calibration: measured once", "interval_figures": 1}
     alone = 2.920 * 0.10 / math.sqrt(3)
-    assert measured_interval(once, real) == pytest.approx((100 * (1 - alone), 100 * (1 + alone)))
+    assert measured_interval(once, real) == pytest.approx((100 / (1 + alone), 100 / (1 - alone)))
     # neither spread known: no interval
     single = {"throughput_samples_per_s": 110.0, "replications": 1}
     assert all(math.isnan(x) for x in measured_interval(once, single))
+    # a prediction not calibrated has simulate's own interval, not this one
+    catalog = {**sim, "interval_class": "allreduce/tcp"}
+    assert all(math.isnan(x) for x in measured_interval(catalog, real))
+
+
+def test_measured_interval_adds_the_models_error_on_this_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from measured import errors
+    from reports.compare import measured_interval
+
+    # 10 ring points of a validation: errors -0.1 and +0.1 five times each (mean 0, sd
+    # 0.1054), each the mean of 2 runs of noise 0.1: v = 0.1054^2 - 0.1^2 / 2 = 0.00611
+    table = tmp_path / "errors-localhost.yaml"
+    rows = [{"kind": "allreduce", "runs": 2, "error": e} for e in [-0.1, 0.1] * 5]
+    rows += [{"kind": "parameter_server", "runs": 2, "error": 0.4}]
+    table.write_text(yaml.safe_dump({"noise": 0.1, "dof": 11, "figures": rows}))
+    monkeypatch.setattr(errors, "LOCALHOST_ERRORS", table)
+    model = errors.machine_error("allreduce")
+    assert model is not None and (model.name, model.figures) == ("this machine's allreduce", 10)
+    spread = statistics.variance([-0.1, 0.1] * 5)
+    assert model.mean == pytest.approx(0) and model.variance == pytest.approx(spread - 0.005)
+    # parameter servers: 1 point of their own, so all 11 pooled
+    pooled = errors.machine_error("parameter_server")
+    assert pooled is not None and pooled.figures == 11
+    assert pooled.mean == pytest.approx(0.4 / 11)
+    # the model's error alone (a calibration measured once, one run, no pooled noise):
+    # e within +- t(0.95, 9) sqrt(v (1 + 1/10)); the runs' mean within p / (1 + e)
+    sim = {
+        "throughput_samples_per_s": 100.0,
+        "interval_class": "calibration: measured once",
+        "interval_figures": 1,
+        "strategy": "allreduce",
+    }
+    width = 1.833 * math.sqrt(model.variance * 1.1)
+    got = measured_interval(sim, {"throughput_samples_per_s": 90.0, "replications": 1})
+    assert got == pytest.approx((100 / (1 + width), 100 / (1 - width)))
 
 
 def test_report_async_staleness_and_traces(

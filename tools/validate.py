@@ -32,6 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from measured.errors import LOCALHOST_ERRORS  # noqa: E402
 from reports.compare import (  # noqa: E402
     agreement,
     combine,
@@ -112,11 +113,43 @@ def _coverage_line(held: int, known: int, widths: list[float]) -> str:
         return "No point has an interval (the calibration measured once, the points run once)."
     return (
         f"**Coverage: {held} of {known} measurements ({held / known:.0%}) inside their "
-        f"prediction's 90% interval** (the calibration's spread over its rounds and the "
-        f"runs' spread together: docs/simulator.md, \"Intervals of a calibrated "
+        f"prediction's 90% interval** (the model's error on this machine, the "
+        f"calibration's spread over its rounds and the runs' spread together: "
+        f"docs/simulator.md, \"Intervals of a calibrated "
         f"prediction\"); the intervals are "
         f"{float(np.mean(widths)):.0%} of the prediction wide on average."
     )
+
+
+def _errors_table(results: list[Any], noise: tuple[float, int], commit: str) -> str:
+    """`measured/errors-localhost.yaml`: every point's throughput error with its kind,
+    workers and runs, and the suite's pooled run-to-run noise (measured/errors.py,
+    `machine_error`)."""
+    rows = []
+    for scenario, result, real in results:
+        kinds = dict(zip(real.results["point"], real.results["strategy"], strict=True))
+        for row in result.pairs.to_dict(orient="records"):
+            rows.append(
+                {
+                    "scenario": scenario.stem,
+                    "point": row["point"],
+                    "kind": kinds[row["point"]],
+                    "workers": int(row["workers"]),
+                    "runs": int(row["real_runs"]),
+                    "error": round(float(row["throughput_error"]), 4),
+                }
+            )
+    header = (
+        "# The simulator's error on calibrated points of this machine: (simulated - "
+        "measured) /\n# measured throughput, one per point of `make validate` "
+        "(docs/validation.md), with\n# the strategy's kind, the workers and the real runs "
+        "averaged; `noise` is one real run's\n# relative standard deviation pooled over "
+        f"the repeated points, on `dof` degrees of freedom.\n# {dt.date.today()}, commit "
+        f"{commit}; rewritten by `make validate`. Read by measured/errors.py\n# "
+        "(`machine_error`: docs/simulator.md, \"Intervals of a calibrated prediction\").\n"
+    )
+    body = {"noise": round(noise[0], 4), "dof": noise[1], "figures": rows}
+    return header + yaml.safe_dump(body, default_flow_style=None, sort_keys=False, width=10**6)
 
 
 def _self_tau(real: Any) -> float | None:
@@ -296,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     write_atomic(path, "\n".join(doc))
+    if noise is not None and not args.only:  # the whole suite's errors, or none
+        write_atomic(LOCALHOST_ERRORS, _errors_table(results, noise, commit))
     print(
         f"validate: throughput MAPE {overall:.1f}% over {len(all_errors)} points, "
         f"{held} of {known} inside their 90% intervals; wrote {path}"
