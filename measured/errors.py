@@ -254,7 +254,7 @@ def calibrated(rounds: Sequence[float], to_target: bool = False) -> Interval:
     measurement alone. Where one more measurement's prediction would fall, at `LEVEL`:
     the prediction x (1 +- t(0.95, k - 1) x their relative standard deviation x
     sqrt(1 + 1/k)). What it leaves out, the runs' own spread and the model's error on
-    this machine, `compare` adds from the runs (reports/compare.py, `measured_interval`).
+    this machine, `compare` adds from the runs (reports/intervals.py, `measured_interval`).
     A calibration measured once has no spread to tell: no interval."""
     k = len(rounds)
     return spread_of(k, relative_sd(rounds) if k > 1 else math.nan, to_target)

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from measured.errors import CALIBRATION, machine_error, t_95
 from results.stats import t95
 from scenarios.errors import UserError
 from scenarios.sections.strategy import serves_parameters
 
+from .intervals import inside, number, runs_of
 from .load import Run, records
 
 #: results.csv columns that a simulated and a real row of one point must share
@@ -99,7 +99,7 @@ def _check_pairs(frame: pd.DataFrame, runs: Sequence[Run]) -> None:
 
 def _targeted(row: Mapping[Any, Any]) -> bool:
     """Whether a row trained to a target (its final metric is measured only then)."""
-    return math.isfinite(_number(row, "final_metric"))
+    return math.isfinite(number(row, "final_metric"))
 
 
 def _show(value: Any) -> str:
@@ -233,7 +233,7 @@ def run_to_run_noise(
         return None
     squares, dof = 0.0, 0
     for row in rows.to_dict(orient="records"):
-        runs = _runs(row)
+        runs = runs_of(row)
         half, mean = row[half_width], row[column]
         if runs < 2 or not (math.isfinite(half) and mean > 0):
             continue
@@ -254,16 +254,6 @@ def resolution(
     r = np.asarray(runs, dtype=float)
     i, j = np.triu_indices(len(m), k=1)
     return list(t95(dof) * sigma * np.sqrt(m[i] ** 2 / r[i] + m[j] ** 2 / r[j]))
-
-
-def _runs(row: Mapping[Any, Any]) -> int:
-    """How many runs a row's figures are the mean of (1 unless `replications` says more)."""
-    value = row.get("replications", 1)
-    try:
-        runs = int(value)
-    except (TypeError, ValueError):
-        return 1
-    return runs if runs >= 1 else 1
 
 
 def relative_error(sim: float, real: float) -> float:
@@ -352,67 +342,6 @@ PAIR_COLUMNS = (
 )
 
 
-def measured_interval(
-    sim: Mapping[Any, Any], real: Mapping[Any, Any], noise: tuple[float, int] | None = None
-) -> tuple[float, float]:
-    """Where the runs' mean throughput m should fall, at 90% (`measured.errors.LEVEL`),
-    about a calibrated prediction p: m = p / (1 + e), the error e within
-    mu +- t(0.95, nu) x sqrt(v (1 + 1/n) + c^2 / k + r^2 / R). Three parts:
-
-    - the model's own error on this machine (`measured.errors.machine_error`, from `make
-      validate`'s n points): mean mu, variance v beyond what those runs' noise explains;
-    - the calibration's spread: c the relative standard deviation of the throughputs
-      predicted from each of its k rounds (the probes measured again beside the runs,
-      `throughput_calibration_sd_samples_per_s`), what the pooled calibration is
-      uncertain by;
-    - the runs' spread: r one run's relative standard deviation (`noise`, pooled over the
-      report's repeated points by `run_to_run_noise`; without it, the point's own R
-      runs', from their 95% half-width), what the runs' mean is uncertain by;
-
-    nu their Welch-Satterthwaite degrees of freedom. (nan, nan) for a prediction not
-    calibrated (`cluster.profile`: its interval is simulate's own) or where no part is
-    known."""
-    p = _number(sim, "throughput_samples_per_s")
-    name = str(sim.get("interval_class") or "")
-    if not name.startswith(CALIBRATION) or not p > 0:
-        return math.nan, math.nan
-    parts: list[tuple[float, float]] = []  # (variance of the relative error, its dof)
-    center = 0.0
-    model = machine_error(str(sim.get("strategy", "")))
-    if model is not None:
-        center = model.mean
-        parts.append((model.variance * (1 + 1 / model.figures), model.figures - 1))
-    k = int(_number(sim, "interval_figures")) if name == CALIBRATION else 0
-    spread = _number(sim, "throughput_calibration_sd_samples_per_s")
-    if k >= 2 and math.isfinite(spread):
-        parts.append(((spread / p) ** 2 / k, k - 1))
-    runs = _runs(real)
-    half = _number(real, "throughput_ci95_samples_per_s")
-    mean = _number(real, "throughput_samples_per_s")
-    if noise is not None:
-        parts.append((noise[0] ** 2 / runs, noise[1]))
-    elif runs >= 2 and math.isfinite(half) and mean > 0:
-        sd = half * math.sqrt(runs) / t95(runs - 1)
-        parts.append(((sd / mean) ** 2 / runs, runs - 1))
-    parts = [(v, d) for v, d in parts if v > 0]
-    total = sum(v for v, _ in parts)
-    if not parts:
-        return math.nan, math.nan
-    dof = total**2 / sum(v**2 / d for v, d in parts)
-    width = t_95(max(1, math.floor(dof))) * math.sqrt(total)
-    low = 1 + center + width
-    high = 1 + center - width
-    return p / low, (p / high if high > 0 else math.inf)
-
-
-def _number(row: Mapping[Any, Any], column: str) -> float:
-    value = row.get(column, math.nan)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def target_agreement(pairs: pd.DataFrame, real: pd.DataFrame) -> TargetAgreement | None:
     """The time-to-target agreement of `pairs` (agreement's), None where no point reached
     a target on either backend. The noise pools the real rows' repeats."""
@@ -443,27 +372,6 @@ def target_agreement(pairs: pd.DataFrame, real: pd.DataFrame) -> TargetAgreement
     )
 
 
-def _inside(
-    sim: Mapping[Any, Any], real: Mapping[Any, Any], noise: tuple[float, int] | None
-) -> dict[str, Any]:
-    """A pair's `measured_interval` and whether the runs' mean throughput fell inside
-    it (None where it has none)."""
-    low, high = measured_interval(sim, real, noise)
-    mean = _number(real, "throughput_samples_per_s")
-    inside = bool(low <= mean <= high) if math.isfinite(low) else None
-    return {"interval_low": low, "interval_high": high, "inside": inside}
-
-
-def coverage(pairs: pd.DataFrame) -> tuple[int, int, float]:
-    """(points inside their `measured_interval`, points with one, the intervals' mean
-    width relative to the prediction)."""
-    known = pairs[pairs["inside"].notna()]
-    if known.empty:
-        return 0, 0, math.nan
-    width = (known["interval_high"] - known["interval_low"]) / known["sim_throughput"]
-    return int(known["inside"].astype(bool).sum()), len(known), float(width.mean())
-
-
 def agreement(frame: pd.DataFrame) -> Agreement:
     """Prediction errors of every point that has a simulated and a real row."""
     sim = frame[frame["backend"] == "sim"].set_index("point")
@@ -486,15 +394,15 @@ def agreement(frame: pd.DataFrame) -> Agreement:
                 "throughput_error": relative_error(
                     s["throughput_samples_per_s"], r["throughput_samples_per_s"]
                 ),
-                "real_runs": _runs(r),
+                "real_runs": runs_of(r),
                 "real_throughput_ci95": float(r.get("throughput_ci95_samples_per_s", math.nan)),
-                "sim_time_to_target_s": _number(s, "time_to_target_s"),
-                "real_time_to_target_s": _number(r, "time_to_target_s"),
+                "sim_time_to_target_s": number(s, "time_to_target_s"),
+                "real_time_to_target_s": number(r, "time_to_target_s"),
                 "time_to_target_error": relative_error(
-                    _number(s, "time_to_target_s"), _number(r, "time_to_target_s")
+                    number(s, "time_to_target_s"), number(r, "time_to_target_s")
                 ),
-                "real_time_to_target_ci95_s": _number(r, "time_to_target_ci95_s"),
-                **_inside(s, r, noise),
+                "real_time_to_target_ci95_s": number(r, "time_to_target_ci95_s"),
+                **inside(s, r, noise),
             }
         )
     pairs = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))

@@ -16,7 +16,8 @@ from typing import Any
 
 from results.files import generator_tag
 
-from .compare import Agreement, PairOrder, TargetAgreement, coverage
+from .compare import Agreement, PairOrder, TargetAgreement
+from .intervals import coverage
 from .load import Run
 from .report import Plot, Report
 from .tables import (
@@ -120,7 +121,7 @@ def summary_lines(report: Report) -> list[str]:
 def coverage_lines(a: Agreement) -> list[str]:
     """How many measurements fell inside their prediction's 90% interval (the model's
     error on this machine, the calibration's spread and the runs' together:
-    reports/compare.py, `measured_interval`)."""
+    reports/intervals.py, `measured_interval`)."""
     inside, known, width = coverage(a.pairs)
     if not known:
         return [

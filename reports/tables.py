@@ -43,7 +43,7 @@ TARGET_ERROR = 0.10
 
 def verdict(r: Mapping[str, Any]) -> str:
     """How a point's measured throughput stands: inside or outside its prediction's 90%
-    interval where it has one (reports/compare.py, `measured_interval`; outside marked
+    interval where it has one (reports/intervals.py, `measured_interval`; outside marked
     with a cross, and coloured in the page); else against the per-point target or the
     runs' own 95% interval."""
     error, sim, real = r["throughput_error"], r["sim_throughput"], r["real_throughput"]

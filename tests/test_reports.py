@@ -338,11 +338,11 @@ def test_verdict_of_a_point() -> None:
 def test_measured_interval_combines_the_calibrations_and_the_runs_spread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from reports import compare
-    from reports.compare import measured_interval
+    from reports import intervals
+    from reports.intervals import measured_interval
     from results.stats import t95
 
-    monkeypatch.setattr(compare, "machine_error", lambda kind: None)  # no validation table
+    monkeypatch.setattr(intervals, "machine_error", lambda kind: None)  # no validation table
 
     # 4 rounds predicting with a relative sd of 8%; 3 runs with one run's sd 10%
     sim = {
@@ -386,7 +386,7 @@ def test_measured_interval_adds_the_models_error_on_this_machine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from measured import errors
-    from reports.compare import measured_interval
+    from reports.intervals import measured_interval
 
     # 10 ring points of a validation: errors -0.1 and +0.1 five times each (mean 0, sd
     # 0.1054), each the mean of 2 runs of noise 0.1: v = 0.1054^2 - 0.1^2 / 2 = 0.00611

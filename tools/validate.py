@@ -36,13 +36,13 @@ from measured.errors import LOCALHOST_ERRORS  # noqa: E402
 from reports.compare import (  # noqa: E402
     agreement,
     combine,
-    coverage,
     kendall_tau_b,
     mape,
     ordered_pairs,
     resolution,
     run_to_run_noise,
 )
+from reports.intervals import coverage  # noqa: E402
 from reports.load import load_run  # noqa: E402
 from results.files import write_atomic  # noqa: E402
 
