@@ -305,21 +305,27 @@ class RestartEntry(_Strict):
         }
 
 
-class Round(_Strict):
-    """What one round of measurements gave the probes measured again beside the runs
-    (`run-real --recalibrate`, once per round of `real.repeats`; round 0 is the
-    calibration's own figures of the same probes): one entry a key. A profile keeps its
-    rounds so that a prediction can be made from each (`Profile.as_measured_in`), and
-    their spread tells how far the calibration moved from one measurement to the next."""
+class Probed(_Strict):
+    """The sections of a profile that the probes measure, and `run-real --recalibrate`
+    measures again beside the runs: a `Profile` holds them pooled, a `Round` one round's."""
 
     compute: list[ComputeEntry] = []
     transfer: Fit | None = None
     exchange: Fit | None = None
     messages: Messages | None = None
     allreduce: list[CollectiveFit] = []
+    # the all-reduce among one process's devices (MirroredStrategy, in-graph replication)
     in_graph: list[CollectiveFit] = []
     coordinator: Coordinator | None = None
     updates: list[UpdateEntry] = []
+
+
+class Round(Probed):
+    """What one round of measurements gave the probes measured again beside the runs
+    (`run-real --recalibrate`, once per round of `real.repeats`; round 0 is the
+    calibration's own figures of the same probes): one entry a key. A profile keeps its
+    rounds so that a prediction can be made from each (`Profile.as_measured_in`), and
+    their spread tells how far the calibration moved from one measurement to the next."""
 
     def to_document(self) -> dict[str, Any]:
         """The round as a profile file holds it: the sections it measured."""

@@ -83,11 +83,11 @@ from .entries import (
     Fit,
     Machine,
     Messages,
+    Probed,
     RestartEntry,
     Round,
     Sample,
     UpdateEntry,
-    _Strict,
 )
 
 #: the entries (measured/entries.py) are imported from here as well
@@ -123,20 +123,13 @@ def restart_job(strategy: StrategySpec) -> tuple[str, int]:
     return f"{strategy.kind}/{strategy.algorithm}", 0
 
 
-class Profile(_Strict):
+class Profile(Probed):
     version: Literal[1] = 1
     kind: Literal["trainscale-profile"] = "trainscale-profile"
     created: str = ""
     machine: Machine
-    compute: list[ComputeEntry] = []
-    transfer: Fit | None = None
-    exchange: Fit | None = None
-    messages: Messages | None = None
-    allreduce: list[CollectiveFit] = []
-    # the all-reduce among one process's devices (MirroredStrategy, in-graph replication)
-    in_graph: list[CollectiveFit] = []
-    coordinator: Coordinator | None = None
-    updates: list[UpdateEntry] = []
+    # the probed sections (`Probed`: compute, transfer, exchange, messages, allreduce,
+    # in_graph, coordinator, updates), then
     restarts: list[RestartEntry] = []
     convergence: list[ConvergenceEntry] = []
     # what each round of `run-real --recalibrate` measured again (round 0: the
