@@ -338,11 +338,7 @@ class _Recalibration:
     @property
     def measured(self) -> pool.Measured:
         """Every round's measurements together."""
-        together = pool.Measured()
-        for r in self.rounds.values():
-            for name in together.__dataclass_fields__:
-                getattr(together, name).extend(getattr(r, name))
-        return together
+        return pool.together(self.rounds.values())
 
     def _say(self, lines: str) -> None:
         if not self.quiet:

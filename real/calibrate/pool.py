@@ -63,6 +63,15 @@ class Measured:
         return sum(len(getattr(self, name)) for name in self.__dataclass_fields__)
 
 
+def together(rounds: Iterable[Measured]) -> Measured:
+    """Several rounds' measurements as one, in their order."""
+    merged = Measured()
+    for r in rounds:
+        for name in merged.__dataclass_fields__:
+            getattr(merged, name).extend(getattr(r, name))
+    return merged
+
+
 def fold(profile: Profile, later: Measured) -> Profile:
     """The profile with `later` pooled in (module docstring)."""
     transfer = pool_fits(_with(profile.transfer, later.transfer))
@@ -142,10 +151,7 @@ def _round_of(measured: Measured) -> Round:
 
 def _as_measured(profile: Profile, rounds: Sequence[Measured]) -> Round:
     """The profile's figures of what `rounds` measured again: its round 0."""
-    again = Measured()
-    for r in rounds:
-        for name in again.__dataclass_fields__:
-            getattr(again, name).extend(getattr(r, name))
+    again = together(rounds)
     compute = {e.key for e in again.compute}
     collectives = {f.workers for f in again.allreduce}
     in_graph = {f.workers for f in again.in_graph}
