@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,11 +284,10 @@ def spread_of(k: int, relative: float, to_target: bool = False) -> Interval:
 
 def relative_sd(values: Sequence[float]) -> float:
     """The sample standard deviation of `values` over their mean."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2 or mean <= 0:
+    mean = statistics.fmean(values)
+    if len(values) < 2 or mean <= 0:
         return math.nan
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) / mean
+    return statistics.stdev(values) / mean
 
 
 def of_row(spec: Any, row: dict[str, Any], to_target: bool = False) -> Interval:
@@ -328,11 +328,13 @@ def machine_error(kind: str) -> MachineError | None:
     if len(members) < 2:
         return None
     errors = [float(r["error"]) for r in members]
-    n = len(errors)
-    mean = sum(errors) / n
-    spread = sum((e - mean) ** 2 for e in errors) / (n - 1)
-    noise = sum(float(data["noise"]) ** 2 / int(r["runs"]) for r in members) / n
-    return MachineError(f"this machine's {name}", n, mean, max(0.0, spread - noise))
+    noise = statistics.fmean(float(data["noise"]) ** 2 / int(r["runs"]) for r in members)
+    return MachineError(
+        f"this machine's {name}",
+        len(errors),
+        statistics.fmean(errors),
+        max(0.0, statistics.variance(errors) - noise),
+    )
 
 
 #: a to-target figure's column and its interval's (low, high) columns
@@ -412,11 +414,11 @@ def coverage(pool: Iterable[Figure] | None = None) -> Coverage:
     return Coverage(held, tested, uncovered, tuple(misses), width)
 
 
-def table(rows: Iterable[dict[str, Any]], header: str) -> str:
-    """An errors table as its file holds it: the header's comment lines, then one figure
-    a line."""
+def table(rows: Iterable[dict[str, Any]], header: str, **fields: Any) -> str:
+    """An errors table as its file holds it: the header's comment lines, `fields` (what
+    the table holds besides its figures), then one figure a line."""
     comments = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     body = yaml.safe_dump(
-        {"figures": list(rows)}, default_flow_style=None, sort_keys=False, width=10**6
+        {**fields, "figures": list(rows)}, default_flow_style=None, sort_keys=False, width=10**6
     )
     return comments + body

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from measured.errors import LOCALHOST_ERRORS  # noqa: E402
+from measured.errors import table as errors_table  # noqa: E402
 from reports.compare import (  # noqa: E402
     agreement,
     combine,
@@ -140,16 +141,15 @@ def _errors_table(results: list[Any], noise: tuple[float, int], commit: str) -> 
                 }
             )
     header = (
-        "# The simulator's error on calibrated points of this machine: (simulated - "
-        "measured) /\n# measured throughput, one per point of `make validate` "
-        "(docs/validation.md), with\n# the strategy's kind, the workers and the real runs "
-        "averaged; `noise` is one real run's\n# relative standard deviation pooled over "
-        f"the repeated points, on `dof` degrees of freedom.\n# {dt.date.today()}, commit "
-        f"{commit}; rewritten by `make validate`. Read by measured/errors.py\n# "
-        "(`machine_error`: docs/simulator.md, \"Intervals of a calibrated prediction\").\n"
+        "The simulator's error on calibrated points of this machine: (simulated - measured) /\n"
+        "measured throughput, one per point of `make validate` (docs/validation.md), with\n"
+        "the strategy's kind, the workers and the real runs averaged; `noise` is one real "
+        "run's\nrelative standard deviation pooled over the repeated points, on `dof` "
+        f"degrees of freedom.\n{dt.date.today()}, commit {commit}; rewritten by `make "
+        "validate`. Read by measured/errors.py\n(`machine_error`: docs/simulator.md, "
+        '"Intervals of a calibrated prediction").'
     )
-    body = {"noise": round(noise[0], 4), "dof": noise[1], "figures": rows}
-    return header + yaml.safe_dump(body, default_flow_style=None, sort_keys=False, width=10**6)
+    return errors_table(rows, header, noise=round(noise[0], 4), dof=noise[1])
 
 
 def _self_tau(real: Any) -> float | None:
