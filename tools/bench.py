@@ -163,7 +163,12 @@ def document(records: list[dict[str, Any]], analysis: str = "(no analysis yet)")
         "|---|---|---|---|---|---|---|",
     ]
     for case in CASES:
-        target = f"<= {case.target_s:g} s" if case.target_s else ""
+        target = ", ".join(
+            [
+                *([f"<= {case.target_s:g} s"] if case.target_s else []),
+                *([f"<= {case.target_bytes / 1e9:g} GB"] if case.target_bytes else []),
+            ]
+        )
         if case.name not in latest:
             lines.append(f"| `{case.name}` | {case.what} | not measured | {target} | | | |")
             continue

@@ -15,6 +15,8 @@ HYBRID = "scenarios/library/gpt2-xl-hybrid-64.yaml"
 LLM = "tests/benchmarks/llm-405b-class.yaml"
 LAYOUTS = "scenarios/library/gpt3-175b-layouts.yaml"
 LAYOUT_PLAN = "scenarios/plans/llama2-70b-layouts.yaml"
+PS_HOSTS = "tests/benchmarks/ps-resnet50-128x8.yaml"
+PLAN_1000 = "tests/benchmarks/plan-1000.yaml"
 SPARK = ("--master", "local[2]")
 
 
@@ -25,6 +27,7 @@ class Case:
     scenario: str
     sets: tuple[str, ...] = ()
     target_s: float | None = None  # the wall time it is held to, where one is set
+    target_bytes: float | None = None  # the peak memory it is held to, where one is set
     # (family, size): the cases of a family differ in that size only (growth exponent)
     families: tuple[tuple[str, float], ...] = field(default=())
     command: str = "sim.cli"  # or real.cli: run-real
@@ -238,6 +241,33 @@ CASES = [
         ),
         10.0,
         families=(("ps sync, workers (servers = workers / 16)", 1024),),
+    ),
+    Case(
+        "ps-sync-128x8x64",
+        "synchronous PS, ResNet-50 on 128 hosts x 8 V100 (NVLink 2, 25 GbE), 64 dedicated "
+        "servers, 100 steps",
+        PS_HOSTS,
+        (),
+        10.0,
+        target_bytes=1e9,
+    ),
+    Case(
+        "ps-async-128x8x64-equal",
+        "same, asynchronous, 102,400 updates (the synchronous case's samples)",
+        PS_HOSTS,
+        ("strategy.sync=false", "training.steps=102400"),
+        20.0,
+        target_bytes=1e9,
+    ),
+    Case(
+        "plan-1000",
+        "trainscale plan: ResNet-50 to 75.9%, 3 AWS instances x 1-128 hosts x 6 strategies "
+        "x 7 batches (1,008 candidates), --jobs 2",
+        PLAN_1000,
+        (),
+        300.0,
+        command="planner.cli",
+        args=("--jobs", "2"),
     ),
     Case(
         "per-tensor-152x8",
