@@ -13,7 +13,7 @@ from planner.space import load_plan
 from scenarios import load
 
 sys.path.insert(0, str(ROOT / "tools"))
-from bench_cases import CASES, PLAN_1000, Case  # noqa: E402
+from bench_cases import CASES, PLAN, PLAN_1000, Case  # noqa: E402
 
 SIMULATED = [case for case in CASES if case.command == "sim.cli"]
 
@@ -24,7 +24,7 @@ def test_every_simulated_case_loads(case: Case) -> None:
 
 
 def test_the_thousand_candidate_plan_is_the_product_of_its_options() -> None:
-    space = load_plan(ROOT / PLAN_1000)
+    space = load_plan(ROOT / PLAN, PLAN_1000)
     # 3 instances x 8 host counts x 6 strategies x 7 batches
     assert space.size == prod((3, 8, 6, 7)) == 1008
     assert space.plan.method(space.size) == "grid"  # each one simulated, not a sample

@@ -16,7 +16,19 @@ LLM = "tests/benchmarks/llm-405b-class.yaml"
 LAYOUTS = "scenarios/library/gpt3-175b-layouts.yaml"
 LAYOUT_PLAN = "scenarios/plans/llama2-70b-layouts.yaml"
 PS_HOSTS = "tests/benchmarks/ps-resnet50-128x8.yaml"
-PLAN_1000 = "tests/benchmarks/plan-1000.yaml"
+PLAN = "scenarios/plans/resnet50-imagenet.yaml"
+#: the bundled plan widened to 1,008 candidates, every one simulated: 3 instances x
+#: 8 host counts x 6 strategies x 7 batches
+PLAN_1000 = (
+    "plan.options.cluster.hosts=[1, 2, 4, 8, 16, 32, 64, 128]",
+    "plan.options.strategy=[{kind: allreduce, algorithm: ring}, "
+    "{kind: allreduce, algorithm: tree}, {kind: allreduce, algorithm: hierarchical}, "
+    "{kind: allreduce, algorithm: halving_doubling}, "
+    "{kind: parameter_server, servers: 8, placement: colocated}, "
+    "{kind: parameter_server, servers: 8, placement: dedicated}]",
+    "plan.options.training.batch_per_worker=[16, 32, 48, 64, 96, 128, 256]",
+    "plan.search.method=grid",
+)
 SPARK = ("--master", "local[2]")
 
 
@@ -198,7 +210,7 @@ CASES = [
         "plan-resnet50",
         "trainscale plan: ResNet-50 to 75.9% over 3 AWS instances x 1-64 hosts x 3 strategies "
         "x 4 batches (252 candidates, a grid), --jobs 2",
-        "scenarios/plans/resnet50-imagenet.yaml",
+        PLAN,
         (),
         300.0,
         command="planner.cli",
@@ -262,9 +274,9 @@ CASES = [
     Case(
         "plan-1000",
         "trainscale plan: ResNet-50 to 75.9%, 3 AWS instances x 1-128 hosts x 6 strategies "
-        "x 7 batches (1,008 candidates), --jobs 2",
+        "x 7 batches (1,008 candidates, a grid), --jobs 2",
+        PLAN,
         PLAN_1000,
-        (),
         300.0,
         command="planner.cli",
         args=("--jobs", "2"),
