@@ -56,7 +56,8 @@ def png(figure: Figure) -> bytes:
 
 
 def row_name(row: Mapping[str, object]) -> str:
-    return f"{row['point']} [{row['backend']}]"
+    """A row's point in words (its id where the report has no name for it) and backend."""
+    return f"{row.get('name') or row['point']} [{row['backend']}]"
 
 
 def _colours(labels: Sequence[str]) -> dict[str, str]:
@@ -65,11 +66,13 @@ def _colours(labels: Sequence[str]) -> dict[str, str]:
 
 
 def scaling(frame: pd.DataFrame) -> bytes:
-    """Throughput and scaling efficiency against workers: a line per strategy and backend.
+    """Throughput and scaling efficiency against workers: a line per strategy and backend,
+    and dotted, each line's ideal scaling (linear from its fewest workers).
 
     Real points carry error bars of +-1 robust standard deviation of the step time (jitter)
-    relative to its median, carried over to throughput; simulated points with replications
-    carry their 95% confidence interval."""
+    relative to its median, carried over to throughput; simulated points their interval
+    where the results carry one (results.csv's throughput_low/high), else with
+    replications their 95% confidence interval."""
     figure = Figure(figsize=(11, 4.2))
     ax_tp, ax_eff = figure.subplots(1, 2)
     colours = _colours(list(frame["label"]))
@@ -88,14 +91,24 @@ def scaling(frame: pd.DataFrame) -> bytes:
             spread = np.divide(ci, tp, out=np.zeros(len(rows)), where=tp > 0)
         else:
             spread = np.zeros(len(rows))
+        below, above = tp * spread, tp * spread
+        low, high = _interval(rows)
+        known = np.isfinite(low) & np.isfinite(high)
+        below = np.where(known, np.clip(tp - low, 0.0, None), below)
+        above = np.where(known, np.clip(high - tp, 0.0, None), above)
         style = dict(
             color=colours[str(label)],
             capsize=3,
             label=f"{label} ({backend})",
             **BACKEND_STYLE[str(backend)],
         )
-        ax_tp.errorbar(x, tp, yerr=tp * spread, **style)  # type: ignore[arg-type]
-        ax_eff.errorbar(x, eff, yerr=eff * spread, **style)  # type: ignore[arg-type]
+        ax_tp.errorbar(x, tp, yerr=[below, above], **style)  # type: ignore[arg-type]
+        share = np.divide(eff, tp, out=np.zeros(len(rows)), where=tp > 0)
+        ax_eff.errorbar(x, eff, yerr=[below * share, above * share], **style)  # type: ignore[arg-type]
+        if len(x) > 1 and x[0] > 0:
+            ideal = tp[0] * x / x[0]
+            ax_tp.plot(x, ideal, color=colours[str(label)], linestyle=":", linewidth=1)
+    (ideal_line,) = ax_tp.plot([], [], color="0.4", linestyle=":", linewidth=1)
     workers = frame["workers"]
     for ax in (ax_tp, ax_eff):
         if workers.max() >= 4 * max(workers.min(), 1):
@@ -112,7 +125,18 @@ def scaling(frame: pd.DataFrame) -> bytes:
     ax_eff.set_ylim(0, max(1.05, float(frame["scaling_efficiency"].max()) * 1.05))
     ax_eff.yaxis.set_major_formatter("{x:.0%}")
     ax_eff.legend(fontsize="small", loc="best")
+    ax_tp.legend([ideal_line], ["ideal scaling"], fontsize="small", loc="upper left")
     return png(figure)
+
+
+def _interval(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' throughput intervals (NaN where a row has none)."""
+    nan = np.full(len(rows), np.nan)
+    if "throughput_low_samples_per_s" not in rows or "throughput_high_samples_per_s" not in rows:
+        return nan, nan
+    low = pd.to_numeric(rows["throughput_low_samples_per_s"], errors="coerce").to_numpy(float)
+    high = pd.to_numeric(rows["throughput_high_samples_per_s"], errors="coerce").to_numpy(float)
+    return low, high
 
 
 def breakdown_shares(row: Mapping[str, float]) -> list[float]:

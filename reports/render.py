@@ -1,4 +1,5 @@
-"""Render a Report as one self-contained HTML page and as a Markdown summary.
+"""Render a Report as one self-contained HTML page (templates/report.html.j2, through
+`pages`) and as a Markdown summary.
 
 The page embeds every plot as a base64 PNG data URI and its CSS inline: no scripts, no
 network, it opens offline and can be mailed as one file.
@@ -6,19 +7,15 @@ network, it opens offline and can be mailed as one file.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import html
 import json
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
-
-from results.files import generator_tag
 
 from .compare import Agreement, PairOrder, TargetAgreement
 from .intervals import coverage
 from .load import Run
+from .pages import anchor, data_uri, render
 from .report import Plot, Report
 from .tables import (
     Table,
@@ -45,27 +42,8 @@ SECTIONS = (
     ("provenance", "Provenance"),
 )
 
-STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; margin: 0.6em 0; font-size: 13px; }
-th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; vertical-align: top; }
-th { background: #f4f4f4; } td.text, th.text { text-align: left; }
-img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
-figcaption, .note { color: #666; font-size: 12px; }
-nav a { margin-right: 1em; } code { font-size: 12px; word-break: break-all; }
-td.out { background: #fde2e1; color: #a0001c; font-weight: 600; }
-dl.tree { margin: 0.2em 0; } dl.tree dt { font-weight: 600; } dl.tree dd { margin-left: 1.5em; }
-"""
 
 
-def anchor(key: str) -> str:
-    """An HTML id from a point id (which may hold '=', ',' and '.')."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", key)
-
-
-def _data_uri(plot: Plot) -> str:
-    return "data:image/png;base64," + base64.b64encode(plot.png).decode("ascii")
 
 
 def origin_note(report: Report) -> list[str]:
@@ -291,21 +269,6 @@ def calibration(run: Run) -> Any:
     return run.meta.get("calibration")
 
 
-def _html_tree(value: Any) -> str:
-    """A mapping as a definition list, a list as a bulleted list, anything else as text."""
-    if isinstance(value, Mapping):
-        if not value:
-            return "none"
-        items = "".join(
-            f"<dt>{html.escape(str(k))}</dt><dd>{_html_tree(v)}</dd>" for k, v in value.items()
-        )
-        return f'<dl class="tree">{items}</dl>'
-    if isinstance(value, list):
-        if not value:
-            return "none"
-        return "<ul>" + "".join(f"<li>{_html_tree(v)}</li>" for v in value) + "</ul>"
-    return html.escape(str(value))
-
 
 def _md_tree(value: Any, depth: int = 0) -> list[str]:
     pad = "  " * depth
@@ -325,111 +288,58 @@ def _md_tree(value: Any, depth: int = 0) -> list[str]:
 # ---------------------------------------------------------------------------- HTML
 
 
-def _html_table(table: Table, text: int = 2, attrs: str = "") -> str:
-    header, rows = table
-
-    def cell(tag: str, i: int, value: str) -> str:
-        classes = (["text"] if i < text else []) + (["out"] if value.startswith("\u2717") else [])
-        cls = f' class="{" ".join(classes)}"' if classes else ""
-        return f"<{tag}{cls}>{html.escape(value)}</{tag}>"
-
-    head = "".join(cell("th", i, h) for i, h in enumerate(header))
-    body = "\n".join(
-        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows
-    )
-    return f"<table{attrs}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
-
-
-def _fields_table(fields: Iterable[tuple[str, str]]) -> str:
-    body = "\n".join(
-        f'<tr><th class="text">{html.escape(k)}</th><td class="text"><code>{html.escape(v)}'
-        f"</code></td></tr>"
-        for k, v in fields
-    )
-    return f"<table>\n{body}\n</table>"
-
-
-def _figure(plot: Plot) -> str:
-    return (
-        f'<figure id="plot-{anchor(plot.key)}">'
-        f'<img src="{_data_uri(plot)}" alt="{html.escape(plot.title)}">'
-        f"<figcaption>{html.escape(plot.caption)}</figcaption></figure>"
-    )
-
-
-def _paragraphs(lines: Sequence[str]) -> str:
-    return "\n".join(f"<p>{html.escape(line)}</p>" for line in lines)
+def _plot_view(plot: Plot) -> dict[str, str]:
+    return {
+        "anchor": anchor(plot.key),
+        "uri": data_uri(plot.png),
+        "title": plot.title,
+        "caption": plot.caption,
+    }
 
 
 def to_html(report: Report, generated: str | None = None, written_by: str = "report") -> str:
-    """The page; `written_by` (report, or compare for the report it writes) goes in its
-    generator tag, which `report` reads before it replaces a page (reports/cli.py)."""
+    """The page (templates/report.html.j2); `written_by` (report, or compare for the report
+    it writes) goes in its generator tag, which `report` reads before it replaces a page
+    (reports/cli.py)."""
     generated = generated or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    body: dict[str, str] = {}
-    body["prediction-error"] = _paragraphs(summary_lines(report)) + _html_table(
-        error_table(report), attrs=' id="error-table"'
-    )
-    body["scaling"] = _figure(report.plots["scaling"])
-    body["time-breakdown"] = _figure(report.plots["breakdown"]) + _html_table(
-        breakdown_table(report)
-    )
-    body["step-times"] = _figure(report.plots["step-times"]) + _html_table(step_table(report))
+    tables: dict[str, Table] = {
+        "error": error_table(report),
+        "breakdown": breakdown_table(report),
+        "steps": step_table(report),
+        "points": points_table(report),
+    }
     if "staleness" in report.plots:
-        body["staleness"] = _figure(report.plots["staleness"]) + _html_table(
-            staleness_table(report)
-        )
-    else:
-        body["staleness"] = _paragraphs(["No asynchronous runs: every update is fresh."])
+        tables["staleness"] = staleness_table(report)
     if "time-to-target" in report.plots:
-        body["time-to-target"] = (
-            _figure(report.plots["time-to-target"])
-            + _html_table(target_table(report))
-            + _figure(report.plots["curves"])
-        )
-    else:
-        body["time-to-target"] = _paragraphs(["No point has a target (training.target)."])
+        tables["target"] = target_table(report)
     if "memory" in report.plots:
-        body["memory"] = _figure(report.plots["memory"]) + _html_table(memory_table(report))
-    else:
-        body["memory"] = _paragraphs(["No point's memory was estimated."])
-    body["timelines"] = (
-        _paragraphs(
-            [
-                "The first steps after warm-up of every point, per worker: compute above, "
-                "communication and waiting below. From the trace where the run wrote one "
-                "(--trace), else from steps.csv."
-            ]
-        )
-        + "\n".join(_figure(p) for p in report.timelines)
-        if report.timelines
-        else _paragraphs(["Timelines not drawn."])
-    )
-    body["points"] = _html_table(points_table(report), text=3)
-    parts = []
-    for i, run in enumerate(report.runs):
-        parts.append(f"<h3>{html.escape(str(run.directory))}</h3>")
-        parts.append(_fields_table(provenance(run)))
-        cal = calibration(run)
-        if cal is not None:
-            parts.append(
-                "<h4>Calibration: which numbers came from a calibration profile</h4>"
-                f'<div id="calibration-{i}">{_html_tree(cal)}</div>'
-            )
-    body["provenance"] = "\n".join(parts)
-    nav = " ".join(f'<a href="#{key}">{html.escape(title)}</a>' for key, title in SECTIONS)
-    sections = "\n".join(
-        f'<section id="{key}">\n<h2>{html.escape(title)}</h2>\n{body[key]}\n</section>'
-        for key, title in SECTIONS
-    )
+        tables["memory"] = memory_table(report)
+    plots = {key: _plot_view(plot) for key, plot in report.plots.items()}
+    for key in ("staleness", "time-to-target", "curves", "memory"):
+        plots.setdefault(key, None)  # type: ignore[arg-type]
+    runs = [
+        {
+            "directory": str(run.directory),
+            "fields": provenance(run),
+            "calibration": calibration(run),
+        }
+        for run in report.runs
+    ]
     inputs = ", ".join(f"{run.directory} ({'/'.join(run.backends)})" for run in report.runs)
-    title = f"trainscale report: {report.scenario}"
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"{generator_tag(html.escape(written_by))}\n"
-        f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-        f"<h1>{html.escape(title)}</h1>\n"
-        f'<p class="note">Inputs: {html.escape(inputs)}. Generated {html.escape(generated)}.</p>\n'
-        f"<nav>{nav}</nav>\n{sections}\n</body>\n</html>\n"
+    return render(
+        "report.html.j2",
+        written_by=written_by,
+        title=f"trainscale report: {report.scenario}",
+        inputs=inputs,
+        generated=generated,
+        sections=SECTIONS,
+        summary=summary_lines(report),
+        paired=bool(len(report.agreement.pairs)),
+        tables=tables,
+        plots=plots,
+        timelines=[_plot_view(p) for p in report.timelines],
+        runs=runs,
+        names=report.names,
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from scenarios import vocab
+from scenarios.names import describe
 
 from . import plots
 from .compare import Agreement, agreement, combine
@@ -43,6 +45,8 @@ class Report:
     agreement: Agreement
     plots: dict[str, Plot] = field(default_factory=dict)
     timelines: list[Plot] = field(default_factory=list)
+    #: each point's name in words (`scenarios.names`), by its id
+    names: dict[str, str] = field(default_factory=dict)
 
     @property
     def asynchronous(self) -> pd.DataFrame:
@@ -74,6 +78,20 @@ def staleness_values(run: Run, point: str) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
+def point_names(runs: Sequence[Run]) -> dict[str, str]:
+    """Each point's name in words, from its resolved scenario in meta.json; where two
+    points would share a name, each keeps its id beside it."""
+    named: dict[str, str] = {}
+    for run in runs:
+        points = run.meta.get("points")
+        for point in points if isinstance(points, list) else []:
+            resolved = point.get("resolved") if isinstance(point, dict) else None
+            if isinstance(resolved, dict) and "id" in point:
+                named.setdefault(str(point["id"]), describe(resolved))
+    counts = Counter(named.values())
+    return {p: n if counts[n] == 1 else f"{n} ({p})" for p, n in named.items()}
+
+
 def load_runs(directories: Sequence[str | Path]) -> list[Run]:
     return [load_run(d) for d in directories]
 
@@ -82,7 +100,9 @@ def build(directories: Sequence[str | Path], timelines: bool = True) -> Report:
     """Read, check, compare and draw; raises UserError on bad or mismatched inputs."""
     runs = load_runs(directories)
     frame = combine(runs)
-    report = Report(runs[0].scenario, runs, frame, agreement(frame))
+    names = point_names(runs)
+    frame["name"] = [names.get(str(p), str(p)) for p in frame["point"]]
+    report = Report(runs[0].scenario, runs, frame, agreement(frame), names=names)
     rows = records(frame)
     # read every trace before drawing anything, so that a broken one is refused at once
     lines = [timeline_of(runs[r["source"]], str(r["point"])) for r in rows] if timelines else []
@@ -90,8 +110,10 @@ def build(directories: Sequence[str | Path], timelines: bool = True) -> Report:
         "scaling",
         "Throughput and scaling efficiency",
         plots.scaling(frame),
-        "One line per strategy; simulated solid, real dashed. Error bars on real points: "
-        "the step-time jitter (1.4826 x MAD) relative to the median step time.",
+        "One line per strategy; simulated solid, real dashed, dotted the ideal scaling "
+        "(linear from the line's fewest workers). Error bars on real points: the step-time "
+        "jitter (1.4826 x MAD) relative to the median step time; on simulated points, their "
+        "interval where the results carry one (throughput_low/high_samples_per_s).",
     )
     report.plots["breakdown"] = Plot(
         "breakdown",
