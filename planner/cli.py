@@ -16,8 +16,10 @@ from pathlib import Path
 from commands.args import ArgumentParser, scenario_parser
 from results.files import claim_output, origin
 from scenarios import UserError
+from scenarios.names import describe
 
-from .rank import rank, show
+from .page import figure
+from .rank import rank
 from .search import explore
 from .space import load_plan
 from .write import write_plan
@@ -100,15 +102,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"wrote {out_dir}/plan.csv, plan.html, best.yaml, top.yaml"
     )
     for objective, j in ranking.best.items():
-        value, low, high = j.figures[objective]
+        said = figure(j, objective)
+        name = describe(j.point.spec.model_dump(mode="json"))
         print(
-            f"  best {objective}: {j.point.id}: {show(objective, value)} "
-            f"({show(objective, low)} to {show(objective, high)})"
+            f"  best {objective}: {name} (candidate {j.index}): {said['value']}, "
+            f"{said['interval']}"
         )
     if ranking.tied:
         print(
-            f"  tied with {top.point.id} within the intervals: {len(ranking.tied)} candidates "
-            "(plan.csv's tied column)"
+            f"  tied with candidate {top.index} within the intervals: {len(ranking.tied)} "
+            "candidates (plan.csv's tied column)"
         )
     return 0
 

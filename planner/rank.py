@@ -90,4 +90,6 @@ def show(objective: str, value: float) -> str:
         if value < 7200:
             return f"{value / 60:,.3g} min"
         return f"{value / 3600:,.3g} h"
+    if abs(value) >= 1e4:  # whole units, never an exponent
+        return f"{value:,.0f} {UNITS[objective]}"
     return f"{value:,.4g} {UNITS[objective]}"
