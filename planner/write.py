@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from results.files import provenance, results_frame, write_atomic
+from results.files import frame_csv, provenance, results_frame, write_atomic
 from scenarios.point_ids import point_id_for
 
 from .evaluate import COLUMNS, Judged
@@ -103,7 +103,7 @@ def write_plan(
     out_dir: Path, space: Space, judged: list[Judged], ranking: Ranking, seconds: float
 ) -> None:
     frame = results_frame(plan_rows(space, judged, ranking))
-    write_atomic(out_dir / "plan.csv", frame.to_csv(index=False))
+    write_atomic(out_dir / "plan.csv", frame_csv(frame))
     write_atomic(out_dir / "best.yaml", best_yaml(space, ranking))
     write_atomic(out_dir / "top.yaml", top_yaml(space, ranking))
     write_atomic(out_dir / "plan.html", page(space, judged, ranking))

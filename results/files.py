@@ -86,6 +86,7 @@ def csv_chunks(frame: pd.DataFrame, rows: int = 50_000) -> Iterator[str]:
     a column at a time: steps.csv holds one row per worker-step, pandas formats each cell
     on its own, and the whole text of a large run would not fit beside it in memory."""
     yield ",".join(_cell(str(c)) for c in frame.columns) + "\n"
+    frame = whole_numbers(frame)
     for first in range(0, len(frame), rows):
         whole = len(frame) <= rows  # one piece: the columns as they are, not sliced
         columns = [
@@ -95,6 +96,22 @@ def csv_chunks(frame: pd.DataFrame, rows: int = 50_000) -> Iterator[str]:
         if len(columns) == 1:  # an empty line would read as no row at all: quote it
             columns = [[v or '""' for v in columns[0]]]
         yield "\n".join(map(",".join, zip(*columns, strict=True))) + "\n"
+
+
+def whole_numbers(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each counting column (`vocab.INTEGER_COLUMNS`) of floats that are
+    all whole as integers (missing values kept missing), the others as they are."""
+    cast = {}
+    for name in frame.columns:
+        if name not in vocab.INTEGER_COLUMNS or frame[name].dtype.kind != "f":
+            continue
+        values = frame[name].to_numpy()
+        known = values[~np.isnan(values)]
+        if np.all(np.isfinite(known)) and np.all(known == np.round(known)) and (
+            not len(known) or np.abs(known).max() < 2.0**53
+        ):
+            cast[name] = frame[name].astype("Int64")
+    return frame.assign(**cast) if cast else frame
 
 
 #: columns of at most this many cells are formatted cell by cell (one point's steps)

@@ -122,6 +122,19 @@ TARGET_COLUMNS = (
 #: `time_s` from the first update's start (the evaluations' own time included)
 CURVE_COLUMNS = ("point", "replication", "step", "samples", "epoch", "time_s", "metric", "value")
 
+#: columns that count (workers, steps, samples, updates, bytes, figures): every CSV writes
+#: them as integers wherever all the values of one are whole (results/files.py,
+#: `csv_chunks`), a missing value empty; a column with a fraction in it stays as it is
+INTEGER_COLUMNS = frozenset(
+    {
+        "workers", "servers", "batch_per_worker", "steps", "samples_trained",
+        "bytes_on_network", "max_staleness", "dropped_gradients", "failures", "lost_steps",
+        "steps_to_target", "samples_to_target", "peak_memory_bytes", "checkpoints",
+        "replications", "interval_figures", "worker", "step", "generation", "trial",
+        "replication", "staleness", "staleness_max", "rank", "candidate", "updates",
+    }
+)  # fmt: skip
+
 #: Columns that measure the machine running the command, not the training: dropped when
 #: comparing runs for determinism or against golden files.
 WALL_CLOCK_COLUMNS = ("wall_time_s",)
