@@ -28,6 +28,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        extensions=["jinja2.ext.do"],
     )
     env.globals["generator_tag"] = lambda command: Markup(generator_tag(str(escape(command))))
     return env

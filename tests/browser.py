@@ -65,6 +65,10 @@ window.addEventListener("load", function () {
   mark.setAttribute("data-tables", String(tables.length));
   mark.setAttribute("data-empty-tables", String(empty.length));
   mark.setAttribute("data-scrolled-tables", String(scrolled.length));
+  mark.setAttribute("data-scrolled", JSON.stringify(scrolled.map(function (box) {
+    var head = box.querySelector("th");
+    return [head ? head.textContent : "", box.scrollWidth, box.clientWidth];
+  })));
   mark.setAttribute("data-read", JSON.stringify(read));
   document.body.appendChild(mark);
 });
@@ -100,7 +104,7 @@ def browse(page: Path, work: Path, read: tuple[str, ...] = ()) -> dict[str, obje
     for key, value in re.findall(r'data-([a-z-]+)="([^"]*)"', mark.group(1)):
         value = (value.replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
                  .replace("&amp;", "&"))  # fmt: skip
-        found[key] = json.loads(value) if key == "read" else int(value)
+        found[key] = json.loads(value) if key in ("read", "scrolled") else int(value)
     return found
 
 

@@ -12,17 +12,16 @@ import ast
 import base64
 import json
 import math
-import os
 import re
 import shutil
 import statistics
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from browser import CHROMIUM, REQUIRED, browse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -639,78 +638,30 @@ def test_reports_never_imports_sim_or_real() -> None:
 
 # ---------------------------------------------------------------- headless browser
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-REQUIRED = os.environ.get("TRAINSCALE_BROWSER_CHECK") == "required"
-
-#: appended to a test-only copy of the page: records what the browser made of the images
-PROBE = """<script>
-window.addEventListener("load", function () {
-  var images = Array.from(document.images);
-  var loaded = images.filter(function (i) { return i.complete && i.naturalWidth > 0; });
-  var mark = document.createElement("div");
-  mark.id = "browser-check";
-  mark.setAttribute("data-images", String(images.length));
-  mark.setAttribute("data-loaded", String(loaded.length));
-  mark.setAttribute("data-error-table", String(document.getElementById("error-table") !== null));
-  document.body.appendChild(mark);
-});
-</script>"""
-
-
-def _browse(page: Path, profile: Path) -> dict[str, str]:
-    """Open page in headless Chromium; the attributes of the probe's mark in the DOM."""
-    assert CHROMIUM is not None
-    result = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    mark = re.search(r'<div id="browser-check"([^>]*)>', result.stdout)
-    assert mark is not None, (
-        f"no probe in the DOM (exit {result.returncode}): {result.stderr[-500:]}"
-    )
-    return dict(re.findall(r'data-([a-z-]+)="([^"]*)"', mark.group(1)))
-
 
 @pytest.mark.skipif(
     CHROMIUM is None and not REQUIRED,
     reason="Chromium not installed (Debian: apt-get install chromium; .ci/run installs it)",
 )
 def test_report_renders_in_headless_chromium(paired: Path, tmp_path: Path) -> None:
+    """The paired report at 1280 x 800: within the window, every image loaded, the error
+    table there; and the probe does notice a broken image."""
     if CHROMIUM is None:
         pytest.fail("TRAINSCALE_BROWSER_CHECK=required but no chromium on PATH")
+    seen = browse(paired, tmp_path, ("#error-table",))
+    assert seen["images"] == 7 and seen["loaded"] == 7
+    assert seen["scroll-width"] <= seen["client-width"]
+    assert seen["scrolled-tables"] == 0 and seen["empty-tables"] == 0
+    read = seen["read"]
+    assert isinstance(read, dict) and len(read["#error-table"]) == 1
+    broken = tmp_path / "broken" / "report.html"
+    broken.parent.mkdir()
     page = paired.read_text(encoding="utf-8")
-    good = tmp_path / "check.html"
-    good.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    seen = _browse(good, tmp_path / "profile")
-    assert seen["images"] == "7"
-    assert seen["loaded"] == seen["images"]
-    assert seen["error-table"] == "true"
-    # the probe does notice a broken image
-    broken = tmp_path / "broken.html"
     broken.write_text(
-        page.replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1).replace(
-            "</body>", PROBE + "</body>"
-        ),
-        encoding="utf-8",
+        page.replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1), encoding="utf-8"
     )
-    seen = _browse(broken, tmp_path / "profile")
-    assert seen["images"] == "7" and seen["loaded"] == "6"
+    seen = browse(broken, tmp_path)
+    assert seen["images"] == 7 and seen["loaded"] == 6
 
 
 def test_time_to_target_section_marks_the_fastest_points(
