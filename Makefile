@@ -8,7 +8,7 @@ TF     := $(VENV)/.installed-tf
 # the folders are the packages (flat layout), so the note says nothing; keep it off the output
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
-.PHONY: demo test test-slow lint bench validate validate-published validate-llm plan-check schema tour-plot clean
+.PHONY: demo test test-slow lint bench validate validate-published validate-llm plan-check schema tour-plot screenshots clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainscale needs Python >= 3.11")'
@@ -50,6 +50,11 @@ bench: $(STAMP)
 # the README tour's plot: docs/img/parameter-servers-vs-ring.png (seconds)
 tour-plot: $(STAMP)
 	$(BIN)/python tools/tour_plot.py
+
+# the plan's and the report's pages as a person sees them, for docs/planning.md and
+# docs/reports.md: docs/img/plan-*.png and report-*.png (a minute; needs Chromium)
+screenshots: $(STAMP)
+	$(BIN)/python tools/screenshots.py
 
 # the simulator against real runs on this machine (minutes; not in CI): docs/validation.md
 validate: $(TF)

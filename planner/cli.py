@@ -16,7 +16,7 @@ from pathlib import Path
 from commands.args import ArgumentParser, scenario_parser
 from results.files import claim_output, origin
 from scenarios import UserError
-from scenarios.names import describe
+from scenarios.point_ids import describe
 
 from .page import figure
 from .rank import rank

@@ -1,7 +1,7 @@
 """plan.html: the page a person decides from (templates/plan.html.j2, through
 `reports.pages`).
 
-Every candidate is named in words (`scenarios.names`), its id in a tooltip. The page
+Every candidate is named in words (`scenarios.point_ids`), its id in a tooltip. The page
 opens with the trade in one sentence (the fastest against the cheapest), then one card per
 objective (time, cost, energy): the best candidate on it, its value and interval and how
 many published figures back the interval, where its time goes, and what it gives up
@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from reports.pages import render
-from scenarios.names import describe, devices, strategy_words
+from scenarios.point_ids import describe, devices, strategy_words
 
 from .evaluate import Judged, number
 from .rank import UNITS, Ranking, show
@@ -336,6 +336,7 @@ def _plot(
     throughput with one), intervals as bars, the front joined, the cards' candidates
     labelled, as a base64 PNG."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     objectives = space.plan.objectives
     x_name = objectives[0]
@@ -356,21 +357,37 @@ def _plot(
                 [_y(j, y_name) for j in ranking.front],
                 color="tab:red", lw=1, label="Pareto front")  # fmt: skip
     by_index = {j.index: j for j in ranking.order}
-    for k, card in enumerate(cards):
-        j = by_index[card["index"]]
+    labels: dict[int, list[str]] = {}
+    for card in cards:  # one label per candidate, naming each card it heads
+        labels.setdefault(card["index"], []).append(card["heading"])
+    for k, (index, headings) in enumerate(labels.items()):
+        j = by_index[index]
         x, y = _scale(x_name, j.value(x_name)), _y(j, y_name)
+        short = ", ".join(names_of(cards, index).split(", ")[:2])
         ax.scatter([x], [y], marker="*", s=180, color="tab:red", zorder=3)
-        ax.annotate(f"{card['heading']}: {card['name']}", (x, y), xytext=(8, 10 + 14 * k),
+        said = " and ".join([headings[0], *(h.lower() for h in headings[1:])])
+        ax.annotate(f"{said}: {short}", (x, y), xytext=(10, 14 + 16 * k),
                     textcoords="offset points", fontsize=8, zorder=4,
+                    bbox={"boxstyle": "round", "fc": "white", "ec": "0.7", "alpha": 0.9},
                     arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6})  # fmt: skip
     ax.set_xlabel(f"{x_name} ({'h' if x_name == 'time' else UNITS[x_name]})")
     ax.set_ylabel(f"{y_name} ({UNITS[y_name]})" if y_name else "throughput (samples/s)")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1000 else f"{v:.3g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(plain)
+    ax.tick_params(which="minor", labelsize=7)
     ax.legend(fontsize=8, loc="lower left")
     buf = io.BytesIO()
     figure.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def names_of(cards: list[dict[str, Any]], index: int) -> str:
+    """The name the cards give candidate `index`."""
+    return next(c["name"] for c in cards if c["index"] == index)
 
 
 def _scale(objective: str, value: float) -> float:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from scenarios import vocab
-from scenarios.names import describe
+from scenarios.point_ids import describe
 
 from . import plots
 from .compare import Agreement, agreement, combine
@@ -45,7 +45,7 @@ class Report:
     agreement: Agreement
     plots: dict[str, Plot] = field(default_factory=dict)
     timelines: list[Plot] = field(default_factory=list)
-    #: each point's name in words (`scenarios.names`), by its id
+    #: each point's name in words (`scenarios.point_ids`), by its id
     names: dict[str, str] = field(default_factory=dict)
 
     @property

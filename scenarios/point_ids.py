@@ -1,5 +1,14 @@
-"""Sweep keys and the ids of the points they make: stable, file-name safe, as a person
-would write the swept values."""
+"""How a point is named: the sweep keys and the ids of the points they make (stable,
+file-name safe, as a person would write the swept values), and a point's name in words
+from its resolved scenario, as a person would say it: "256 H100 in 32 p5.48xlarge,
+hierarchical all-reduce, 32 per GPU", or for a transformer layout "TP 8 x PP 8 x DP 16,
+ZeRO-1, selective recompute, micro-batch 1".
+
+The plan's page and the report's name their points with these words (`describe`), the id
+in a tooltip beside them. A name reads the resolved scenario as meta.json holds it
+(`ScenarioSpec.model_dump(mode="json")`), so `reports` names the points of result files
+without the simulator.
+"""
 
 from __future__ import annotations
 
@@ -70,3 +79,109 @@ def unique_id(candidate: str, seen: set[str]) -> str:
         point_id, n = f"{candidate}-{n}", n + 1
     seen.add(point_id)
     return point_id
+
+
+# ---------------------------------------------------------------- names in words
+
+_ALGORITHMS = {
+    "ring": "ring",
+    "hierarchical": "hierarchical",
+    "tree": "tree",
+    "halving_doubling": "halving-doubling",
+}
+_RECOMPUTE = {"none": "no recompute", "selective": "selective recompute", "full": "full recompute"}
+
+
+def describe(resolved: Mapping[str, Any]) -> str:
+    """The point's devices, where they are, how they train together and its batch."""
+    cluster = _mapping(resolved.get("cluster"))
+    strategy = _mapping(resolved.get("strategy"))
+    training = _mapping(resolved.get("training"))
+    parts = [devices(cluster), strategy_words(strategy, _workers(cluster))]
+    if strategy.get("kind") != "hybrid":
+        batch = training.get("batch_per_worker")
+        if batch is not None:
+            parts.append(f"{batch} per {_unit(cluster)}")
+    return ", ".join(p for p in parts if p)
+
+
+def devices(cluster: Mapping[str, Any]) -> str:
+    """'256 H100 in 32 p5.48xlarge', '8 V100 on 1 host', '4 CPU workers on 4 hosts'."""
+    hosts = int(cluster.get("hosts", 1))
+    workers = _workers(cluster)
+    device = _name(cluster.get("device"))
+    what = f"{workers} {device.upper()}" if _kind(cluster) == "gpu" else (
+        f"{workers} {device.upper()} worker{'s' if workers != 1 else ''}"
+    )
+    price = cluster.get("price")
+    if price:
+        return f"{what} in {hosts} {_name(price)}"
+    return f"{what} on {hosts} host{'s' if hosts != 1 else ''}"
+
+
+def strategy_words(strategy: Mapping[str, Any], workers: int) -> str:
+    """How the workers train together, in words."""
+    kind = strategy.get("kind", "allreduce")
+    if kind == "allreduce":
+        return f"{_ALGORITHMS.get(strategy.get('algorithm', 'ring'), 'ring')} all-reduce"
+    if kind == "parameter_server":
+        servers = int(strategy.get("servers", 1))
+        words = f"{servers} parameter server{'s' if servers != 1 else ''}"
+        words += f" ({strategy.get('placement', 'dedicated')})"
+        return words if strategy.get("sync", True) else words + ", asynchronous"
+    if kind == "pipeline":
+        return (
+            f"{strategy.get('stages', 1)}-stage {str(strategy.get('schedule', 'gpipe')).upper()}"
+            f" pipeline, {strategy.get('micro_batches', 1)} micro-batches"
+        )
+    if kind == "sharded":
+        return f"ZeRO-{strategy.get('stage', 1)}"
+    if kind == "hybrid":
+        return layout(strategy, workers)
+    if kind == "independent":
+        return "independent trials"
+    return str(kind)
+
+
+def layout(strategy: Mapping[str, Any], workers: int) -> str:
+    """'TP 8 x PP 8 x DP 16, ZeRO-1, selective recompute, micro-batch 1'."""
+    tensor, pipeline = int(strategy.get("tensor", 1)), int(strategy.get("pipeline", 1))
+    context = int(strategy.get("context", 1))
+    data = strategy.get("data") or max(1, workers // (tensor * pipeline * context))
+    degrees = [f"TP {tensor}", f"PP {pipeline}"]
+    if context > 1:
+        degrees.append(f"CP {context}")
+    degrees.append(f"DP {data}")
+    head = " x ".join(degrees)
+    virtual = int(strategy.get("virtual_stages", 1))
+    if virtual > 1:
+        head += f" ({virtual} virtual stages)"
+    stage = int(strategy.get("stage", 1))
+    words = [head, f"ZeRO-{stage}" if stage else "no ZeRO"]
+    words.append(_RECOMPUTE.get(str(strategy.get("recompute", "none")), "no recompute"))
+    words.append(f"micro-batch {strategy.get('micro_batch', 1)}")
+    return ", ".join(words)
+
+
+def _workers(cluster: Mapping[str, Any]) -> int:
+    return int(cluster.get("hosts", 1)) * int(cluster.get("devices_per_host", 1))
+
+
+def _kind(cluster: Mapping[str, Any]) -> str:
+    device = cluster.get("device")
+    return str(device.get("kind", "gpu")) if isinstance(device, Mapping) else "gpu"
+
+
+def _unit(cluster: Mapping[str, Any]) -> str:
+    return "GPU" if _kind(cluster) == "gpu" else "worker"
+
+
+def _name(value: Any) -> str:
+    """A catalog entry's name (a resolved entry is a mapping with its name)."""
+    if isinstance(value, Mapping):
+        return str(value.get("name") or value.get("base") or "?")
+    return str(value)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

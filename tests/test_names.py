@@ -1,6 +1,6 @@
-"""A point named in words (scenarios/names.py): the words the plan's and the report's
-pages use, checked against the wording the pages' readers were promised (issue 60's
-examples) and against the configuration each name must state."""
+"""A point named in words (scenarios/point_ids.py, `describe`): the words the plan's and
+the report's pages use, checked against the wording the pages' readers were promised
+(issue 60's examples) and against the configuration each name must state."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from scenarios import load
-from scenarios.names import describe
+from scenarios.point_ids import describe
 
 ROOT = Path(__file__).resolve().parents[1]
 RESNET_PLAN = ROOT / "scenarios/plans/resnet50-imagenet.yaml"
