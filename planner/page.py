@@ -336,7 +336,7 @@ def _plot(
     throughput with one), intervals as bars, the front joined, the cards' candidates
     labelled, as a base64 PNG."""
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     objectives = space.plan.objectives
     x_name = objectives[0]
@@ -375,9 +375,10 @@ def _plot(
     ax.set_xscale("log")
     ax.set_yscale("log")
     plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1000 else f"{v:.3g}")
-    for axis in (ax.xaxis, ax.yaxis):
+    for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
         axis.set_major_formatter(plain)
-        axis.set_minor_formatter(plain)
+        # the minor ticks named only where the axis spans less than a decade
+        axis.set_minor_formatter(plain if high < 10 * low else NullFormatter())
     ax.tick_params(which="minor", labelsize=7)
     ax.legend(fontsize=8, loc="lower left")
     buf = io.BytesIO()
