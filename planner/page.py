@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from reports.pages import render
-from scenarios.point_ids import describe, devices, strategy_words
+from scenarios.point_ids import describe, devices, strategy_of
 
 from .evaluate import Judged, number
 from .rank import UNITS, Ranking, show
@@ -141,6 +141,7 @@ def _cards(ranking: Ranking, names: dict[int, str]) -> list[dict[str, Any]]:
                 "name": names[j.index],
                 "figure": figure(j, objective),
                 "others": [(o, figure(j, o)["value"]) for o in others],
+                "other_intervals": {o: figure(j, o).get("short", "") for o in others},
                 "backing": _backing(j, figures),
                 "shares": _shares(j),
                 "trade": _trade(j, objective, best, title),
@@ -269,8 +270,8 @@ def _option_words(path: str, value: Any, resolved: dict[str, Any]) -> str:
     if path == "cluster":
         return devices(resolved["cluster"]).split(" ", 1)[1]
     if path == "strategy":
-        return strategy_words(resolved["strategy"], resolved["cluster"]["hosts"]
-                              * resolved["cluster"]["devices_per_host"])  # fmt: skip
+        cluster = resolved["cluster"]
+        return strategy_of(resolved).words(cluster["hosts"] * cluster["devices_per_host"])
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, dict):

@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .sections.strategy import StrategySpec
+
 
 def sweep_paths(key: str) -> list[str]:
     """The field paths a sweep key sets: one, or several joined by commas
@@ -83,26 +85,24 @@ def unique_id(candidate: str, seen: set[str]) -> str:
 
 # ---------------------------------------------------------------- names in words
 
-_ALGORITHMS = {
-    "ring": "ring",
-    "hierarchical": "hierarchical",
-    "tree": "tree",
-    "halving_doubling": "halving-doubling",
-}
-_RECOMPUTE = {"none": "no recompute", "selective": "selective recompute", "full": "full recompute"}
-
-
 def describe(resolved: Mapping[str, Any]) -> str:
     """The point's devices, where they are, how they train together and its batch."""
     cluster = _mapping(resolved.get("cluster"))
-    strategy = _mapping(resolved.get("strategy"))
     training = _mapping(resolved.get("training"))
-    parts = [devices(cluster), strategy_words(strategy, _workers(cluster))]
-    if strategy.get("kind") != "hybrid":
+    strategy = strategy_of(resolved)
+    parts = [devices(cluster), strategy.words(_workers(cluster))]
+    if not strategy.hybrid:
         batch = training.get("batch_per_worker")
         if batch is not None:
             parts.append(f"{batch} per {_unit(cluster)}")
-    return ", ".join(p for p in parts if p)
+    return ", ".join(parts)
+
+
+def strategy_of(resolved: Mapping[str, Any]) -> StrategySpec:
+    """The resolved scenario's strategy section (as meta.json holds it) read back as it
+    is: resolved already, its values in SI (which validation would take for bare numbers
+    without their units)."""
+    return StrategySpec.model_construct(**_mapping(resolved.get("strategy")))
 
 
 def devices(cluster: Mapping[str, Any]) -> str:
@@ -117,50 +117,6 @@ def devices(cluster: Mapping[str, Any]) -> str:
     if price:
         return f"{what} in {hosts} {_name(price)}"
     return f"{what} on {hosts} host{'s' if hosts != 1 else ''}"
-
-
-def strategy_words(strategy: Mapping[str, Any], workers: int) -> str:
-    """How the workers train together, in words."""
-    kind = strategy.get("kind", "allreduce")
-    if kind == "allreduce":
-        return f"{_ALGORITHMS.get(strategy.get('algorithm', 'ring'), 'ring')} all-reduce"
-    if kind == "parameter_server":
-        servers = int(strategy.get("servers", 1))
-        words = f"{servers} parameter server{'s' if servers != 1 else ''}"
-        words += f" ({strategy.get('placement', 'dedicated')})"
-        return words if strategy.get("sync", True) else words + ", asynchronous"
-    if kind == "pipeline":
-        return (
-            f"{strategy.get('stages', 1)}-stage {str(strategy.get('schedule', 'gpipe')).upper()}"
-            f" pipeline, {strategy.get('micro_batches', 1)} micro-batches"
-        )
-    if kind == "sharded":
-        return f"ZeRO-{strategy.get('stage', 1)}"
-    if kind == "hybrid":
-        return layout(strategy, workers)
-    if kind == "independent":
-        return "independent trials"
-    return str(kind)
-
-
-def layout(strategy: Mapping[str, Any], workers: int) -> str:
-    """'TP 8 x PP 8 x DP 16, ZeRO-1, selective recompute, micro-batch 1'."""
-    tensor, pipeline = int(strategy.get("tensor", 1)), int(strategy.get("pipeline", 1))
-    context = int(strategy.get("context", 1))
-    data = strategy.get("data") or max(1, workers // (tensor * pipeline * context))
-    degrees = [f"TP {tensor}", f"PP {pipeline}"]
-    if context > 1:
-        degrees.append(f"CP {context}")
-    degrees.append(f"DP {data}")
-    head = " x ".join(degrees)
-    virtual = int(strategy.get("virtual_stages", 1))
-    if virtual > 1:
-        head += f" ({virtual} virtual stages)"
-    stage = int(strategy.get("stage", 1))
-    words = [head, f"ZeRO-{stage}" if stage else "no ZeRO"]
-    words.append(_RECOMPUTE.get(str(strategy.get("recompute", "none")), "no recompute"))
-    words.append(f"micro-batch {strategy.get('micro_batch', 1)}")
-    return ", ".join(words)
 
 
 def _workers(cluster: Mapping[str, Any]) -> int:

@@ -224,6 +224,39 @@ class StrategySpec(Strict):
             return self.data
         return max(1, workers // (self.tensor * self.pipeline * self.context))
 
+    def words(self, workers: int) -> str:
+        """How `workers` devices train together, in words: 'hierarchical all-reduce',
+        '8 parameter servers (colocated)', 'TP 8 x PP 8 x DP 16, ZeRO-1, selective
+        recompute, micro-batch 1' (the pages' names: `scenarios.point_ids.describe`)."""
+        if self.all_reduces:
+            return f"{self.algorithm.replace('_', '-')} all-reduce"
+        if self.serves_parameters:
+            words = f"{self.servers} parameter server{'s' if self.servers != 1 else ''}"
+            words += f" ({self.placement})"
+            return words if self.sync else words + ", asynchronous"
+        if self.pipelined:
+            return (
+                f"{self.stages}-stage {self.schedule.upper()} pipeline, "
+                f"{self.micro_batches} micro-batches"
+            )
+        if self.shards_state:
+            return f"ZeRO-{self.stage}"
+        if self.hybrid:
+            return self._layout_words(workers)
+        return "independent trials" if self.trains_alone else self.kind
+
+    def _layout_words(self, workers: int) -> str:
+        degrees = [f"TP {self.tensor}", f"PP {self.pipeline}"]
+        if self.context > 1:
+            degrees.append(f"CP {self.context}")
+        degrees.append(f"DP {self.layout_data(workers)}")
+        head = " x ".join(degrees)
+        if self.virtual_stages > 1:
+            head += f" ({self.virtual_stages} virtual stages)"
+        recompute = "no recompute" if self.recompute == "none" else f"{self.recompute} recompute"
+        zero = f"ZeRO-{self.stage}" if self.stage else "no ZeRO"
+        return f"{head}, {zero}, {recompute}, micro-batch {self.micro_batch}"
+
     @property
     def trains_alone(self) -> bool:
         """Independent trials: every worker slot trains a model of its own."""
