@@ -90,7 +90,8 @@ def figure(j: Judged, objective: str) -> dict[str, Any]:
     it has none)."""
     value, low, high = j.figures.get(objective, (math.nan,) * 3)
     if math.isnan(value):
-        return {"known": False, "value": "unknown", "interval": "", "number": math.nan}
+        return {"known": False, "value": "unknown", "interval": "", "number": math.nan,
+                "short": ""}  # fmt: skip
     if math.isnan(low) or math.isnan(high):
         interval = f"no interval ({j.basis})" if j.basis else "no interval"
     else:
