@@ -202,14 +202,20 @@ def _trade(j: Judged, objective: str, best: dict[str, Judged], title: str) -> st
 def _lead(cards: list[dict[str, Any]]) -> str:
     """The page's first sentence: the fastest against the cheapest, and their energy."""
     by = {c["objective"]: c for c in cards}
-    if "time" not in by or "cost" not in by:
-        return ""
-    fast, cheap = by["time"], by["cost"]
 
     def said(card: dict[str, Any]) -> str:
         values = {card["objective"]: card["figure"]["value"], **dict(card["others"])}
         energy = f" ({values['energy']})" if "energy" in values else ""
+        if "cost" not in values:
+            return f"takes {values['time']}{energy}"
         return f"takes {values['time']} and costs {values['cost']}{energy}"
+
+    if "time" not in by:
+        return ""
+    fast = by["time"]
+    if "cost" not in by:  # no prices: the fastest alone
+        return f"The fastest plan, {fast['name']}, {said(fast)}."
+    cheap = by["cost"]
 
     if fast["index"] == cheap["index"]:
         return f"One candidate is both the fastest and the cheapest: {fast['name']} {said(fast)}."

@@ -83,13 +83,15 @@ def _none_feasible(plan: PlanSpec, judged: list[Judged]) -> str:
 
 
 def show(objective: str, value: float) -> str:
-    """A figure as a person reads it: a time in s, min or h."""
+    """A figure as a person reads it: a time in s, min or h; an energy in kWh, Wh or J."""
     if objective == "time":
         if value < 120:
             return f"{value:,.3g} s"
         if value < 7200:
             return f"{value / 60:,.3g} min"
         return f"{value / 3600:,.3g} h"
+    if objective == "energy" and abs(value) < 1:  # small jobs: Wh, J
+        return f"{value * 1e3:,.3g} Wh" if abs(value) >= 1e-3 else f"{value * 3.6e6:,.3g} J"
     if abs(value) >= 1e4:  # whole units, never an exponent
         return f"{value:,.0f} {UNITS[objective]}"
     return f"{value:,.4g} {UNITS[objective]}"
