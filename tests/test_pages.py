@@ -24,6 +24,9 @@ PLANS = sorted((ROOT / "scenarios/plans").glob("*.yaml"))
 #: the scenarios the README's tour simulates and reports
 TOUR = ("resnet50-v100-scaling", "parameter-servers-vs-ring", "gpt3-175b-layouts")
 
+#: one worker builds the plans and the reports once (make test: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("pages")
+
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None and not REQUIRED,
     reason="Chromium not installed (Debian: apt-get install chromium; .ci/run installs it)",
