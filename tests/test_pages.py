@@ -8,7 +8,10 @@ cheapest, with what each costs in time, money and energy, from plan.csv's number
 from __future__ import annotations
 
 import csv
+import fcntl
 import math
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,37 +27,54 @@ PLANS = sorted((ROOT / "scenarios/plans").glob("*.yaml"))
 #: the scenarios the README's tour simulates and reports
 TOUR = ("resnet50-v100-scaling", "parameter-servers-vs-ring", "gpt3-175b-layouts")
 
-#: one worker builds the plans and the reports once (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("pages")
-
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None and not REQUIRED,
     reason="Chromium not installed (Debian: apt-get install chromium; .ci/run installs it)",
 )
 
 
+def _once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """`build(folder)` run once per test run: under pytest-xdist the first worker to ask
+    builds it in a folder the workers share (`PYTEST_XDIST_TESTRUNUID` names the run),
+    the others wait for it and read it."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    root = factory.getbasetemp().parent / f"pages-{run}" if run else factory.getbasetemp()
+    root.mkdir(parents=True, exist_ok=True)
+    folder, done = root / name, root / f"{name}.done"
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every bundled plan's output directory (planned once)."""
-    out = {}
-    for plan in PLANS:
-        where = tmp_path_factory.mktemp(plan.stem)
-        assert plan_cli.main([str(plan), "--out", str(where), "--jobs", "2", "--quiet"]) == 0
-        out[plan.stem] = where
-    return out
+    """Every bundled plan's output directory (planned once a run)."""
+
+    def build(out: Path) -> None:
+        for plan in PLANS:
+            where = str(out / plan.stem)
+            assert plan_cli.main([str(plan), "--out", where, "--jobs", "2", "--quiet"]) == 0
+
+    out = _once(tmp_path_factory, "plans", build)
+    return {plan.stem: out / plan.stem for plan in PLANS}
 
 
 @pytest.fixture(scope="module")
 def tour(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The tour's scenarios simulated and reported: each report's directory."""
-    out = {}
-    for name in TOUR:
-        runs = tmp_path_factory.mktemp(name)
-        scenario = ROOT / "scenarios/library" / f"{name}.yaml"
-        assert sim_cli.main([str(scenario), "--out", str(runs / "sim"), "--quiet"]) == 0
-        assert report_cli.main([str(runs / "sim"), "--out", str(runs / "report")]) == 0
-        out[name] = runs
-    return out
+    """The tour's scenarios simulated and reported: each one's folder (once a run)."""
+
+    def build(out: Path) -> None:
+        for name in TOUR:
+            runs = out / name
+            scenario = ROOT / "scenarios/library" / f"{name}.yaml"
+            assert sim_cli.main([str(scenario), "--out", str(runs / "sim"), "--quiet"]) == 0
+            assert report_cli.main([str(runs / "sim"), "--out", str(runs / "report")]) == 0
+
+    out = _once(tmp_path_factory, "tour", build)
+    return {name: out / name for name in TOUR}
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
