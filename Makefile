@@ -29,10 +29,9 @@ demo: $(STAMP)
 # the default run (and CI, .ci/run) leaves out the tests marked slow: the longest real
 # runs and the largest Keras builds, about 10 minutes, run by `make test-slow`. The
 # tests that start no TensorFlow process run on every core (pytest-xdist); those marked
-# real run one at a time, as their timings assume a machine of their own; a group's tests
-# (pytest.mark.xdist_group) share one worker, and so its module's fixtures
+# real run one at a time, as their timings assume a machine of their own
 test: $(TF)
-	$(BIN)/python -m pytest -q -m "not slow and not real" -n auto --dist loadgroup
+	$(BIN)/python -m pytest -q -m "not slow and not real" -n auto
 	$(BIN)/python -m pytest -q -m "not slow and real"
 
 test-slow: $(TF)
