@@ -300,8 +300,10 @@ def curves(frame: pd.DataFrame, curves: Sequence[pd.DataFrame]) -> bytes:
 
 
 def time_to_target(frame: pd.DataFrame) -> bytes:
-    """Time to target per point and backend; the fastest point to the target (star) and
-    the point of highest throughput (diamond) of each backend marked."""
+    """Time to target per point and backend, a simulated point's interval as an error
+    bar where results.csv carries one (time_to_target_low_s, time_to_target_high_s);
+    the fastest point to the target (star) and the point of highest throughput (diamond)
+    of each backend marked."""
     figure = Figure(figsize=(11, 0.5 + 0.35 * len(frame)))
     ax = figure.subplots()
     points = list(dict.fromkeys(str(p) for p in frame["point"]))
@@ -309,24 +311,37 @@ def time_to_target(frame: pd.DataFrame) -> bytes:
     for backend, rows in frame.groupby("backend", sort=False):
         shift = -0.2 if backend == "sim" else 0.2
         ys = [y[str(p)] + shift for p in rows["point"]]
+        times = rows["time_to_target_s"].to_numpy(dtype=float)
+        low, high = (
+            pd.to_numeric(rows[c], errors="coerce").to_numpy(float)
+            if c in rows
+            else np.full(len(rows), np.nan)
+            for c in ("time_to_target_low_s", "time_to_target_high_s")
+        )
+        known = np.isfinite(times) & np.isfinite(low) & np.isfinite(high)
+        xerr = [np.where(known, np.clip(times - low, 0.0, None), 0.0),
+                np.where(known, np.clip(high - times, 0.0, None), 0.0)]  # fmt: skip
         ax.barh(
             ys,
-            rows["time_to_target_s"].fillna(0.0),
+            np.nan_to_num(times),
             height=0.38,
             label=str(backend),
             color="C0" if backend == "sim" else "C1",
+            xerr=xerr if known.any() else None,
+            error_kw={"ecolor": "0.3", "capsize": 2, "lw": 0.8},
         )
-        times = rows["time_to_target_s"].to_numpy(dtype=float)
         names = [str(p) for p in rows["point"]]
         if np.isfinite(times).any():
             best = int(np.nanargmin(times))
             ax.plot(times[best], y[names[best]] + shift, "k*", ms=12)
         fastest = int(np.argmax(rows["throughput_samples_per_s"].to_numpy(dtype=float)))
         ax.plot(0, y[names[fastest]] + shift, "kD", ms=7)
+    words = dict(zip(frame["point"].astype(str), frame.get("name", frame["point"]).astype(str),
+                     strict=True))  # fmt: skip
     ax.set_yticks(range(len(points)))
-    ax.set_yticklabels(points, fontsize="x-small")
+    ax.set_yticklabels([words[p] for p in points], fontsize="x-small")
     ax.invert_yaxis()
-    ax.set_xlabel("time to target (s)")
+    ax.set_xlabel("time to target (s); bars on simulated points: their interval")
     ax.legend(fontsize="small", loc="best", title="* fastest to target, ◆ highest throughput")
     figure.tight_layout()
     return png(figure)
