@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from reports.pages import render
-from scenarios.point_ids import describe, devices, strategy_of
+from scenarios.point_ids import describe, devices, names_apart, strategy_of
 
 from .evaluate import Judged, number
 from .rank import UNITS, Ranking, show
@@ -58,7 +58,9 @@ TABLE_ROWS = 500
 
 
 def page(space: Space, judged: list[Judged], ranking: Ranking) -> str:
-    names = _names(ranking.order)
+    # each feasible candidate's resolved scenario, as meta.json would hold it
+    resolved = {j.index: j.point.spec.model_dump(mode="json") for j in ranking.order}
+    names = _names(resolved)
     cards = _cards(ranking, names)
     first = space.plan.objectives[0]
     return render(
@@ -71,18 +73,17 @@ def page(space: Space, judged: list[Judged], ranking: Ranking) -> str:
         cards=cards,
         ties=_ties(ranking, names, first),
         plot=_plot(space, judged, ranking, cards),
-        table=_table(space, ranking, names),
+        table=_table(space, ranking, names, resolved),
         table_rows=TABLE_ROWS,
         breakdown=_breakdown(ranking.recommended, names),
         sortable=True,
     )
 
 
-def _names(order: list[Judged]) -> dict[int, str]:
+def _names(resolved: dict[int, dict[str, Any]]) -> dict[int, str]:
     """Each feasible candidate's name; where two share one, each says its number."""
-    named = {j.index: describe(j.point.spec.model_dump(mode="json")) for j in order}
-    counts = Counter(named.values())
-    return {i: n if counts[n] == 1 else f"{n} (candidate {i})" for i, n in named.items()}
+    named = {i: describe(spec) for i, spec in resolved.items()}
+    return names_apart(named, lambda i: f"candidate {i}")
 
 
 def figure(j: Judged, objective: str) -> dict[str, Any]:
@@ -90,8 +91,7 @@ def figure(j: Judged, objective: str) -> dict[str, Any]:
     it has none)."""
     value, low, high = j.figures.get(objective, (math.nan,) * 3)
     if math.isnan(value):
-        return {"known": False, "value": "unknown", "interval": "", "number": math.nan,
-                "short": ""}  # fmt: skip
+        return {"value": "unknown", "interval": "", "number": math.nan, "short": ""}
     if math.isnan(low) or math.isnan(high):
         interval = f"no interval ({j.basis})" if j.basis else "no interval"
     else:
@@ -99,8 +99,8 @@ def figure(j: Judged, objective: str) -> dict[str, Any]:
         interval = (f"{level:.0%} interval " if not math.isnan(level) else "interval ") + (
             f"{show(objective, low)} to {show(objective, high)}"
         )
-    return {"known": True, "value": show(objective, value), "interval": interval,
-            "number": value, "short": _short(objective, low, high)}  # fmt: skip
+    return {"value": show(objective, value), "interval": interval, "number": value,
+            "short": _short(objective, low, high)}  # fmt: skip
 
 
 def _short(objective: str, low: float, high: float) -> str:
@@ -141,8 +141,7 @@ def _cards(ranking: Ranking, names: dict[int, str]) -> list[dict[str, Any]]:
                 "id": j.point.id,
                 "name": names[j.index],
                 "figure": figure(j, objective),
-                "others": [(o, figure(j, o)["value"]) for o in others],
-                "other_intervals": {o: figure(j, o).get("short", "") for o in others},
+                "others": [(o, figure(j, o)) for o in others],
                 "backing": _backing(j, figures),
                 "shares": _shares(j),
                 "trade": _trade(j, objective, best, title),
@@ -192,8 +191,7 @@ def _trade(j: Judged, objective: str, best: dict[str, Judged], title: str) -> st
         mine, theirs = j.value(other), rival.value(other)
         if math.isnan(mine) or math.isnan(theirs) or theirs <= 0:
             continue
-        what = {"time": "time", "cost": "cost", "energy": "energy"}[other]
-        said.append(f"{_ratio(mine, theirs)} the {what} of the {other_title} candidate")
+        said.append(f"{_ratio(mine, theirs)} the {other} of the {other_title} candidate")
     if not said:
         return ""
     return f"The {title} candidate: " + "; ".join(said) + "."
@@ -204,7 +202,8 @@ def _lead(cards: list[dict[str, Any]]) -> str:
     by = {c["objective"]: c for c in cards}
 
     def said(card: dict[str, Any]) -> str:
-        values = {card["objective"]: card["figure"]["value"], **dict(card["others"])}
+        figures = {card["objective"]: card["figure"], **dict(card["others"])}
+        values = {o: f["value"] for o, f in figures.items()}
         energy = f" ({values['energy']})" if "energy" in values else ""
         if "cost" not in values:
             return f"takes {values['time']}{energy}"
@@ -286,7 +285,9 @@ def _option_words(path: str, value: Any, resolved: dict[str, Any]) -> str:
     return str(value)
 
 
-def _table(space: Space, ranking: Ranking, names: dict[int, str]) -> dict[str, Any]:
+def _table(
+    space: Space, ranking: Ranking, names: dict[int, str], resolved: dict[int, dict[str, Any]]
+) -> dict[str, Any]:
     """The ranked candidates: a column per option and per objective, each cell with
     what it sorts by."""
     objectives = [o for o, _, _ in CARDS if any(o in j.figures for j in ranking.order)]
@@ -297,10 +298,9 @@ def _table(space: Space, ranking: Ranking, names: dict[int, str]) -> dict[str, A
     best = {j.index for j in ranking.best.values()}
     rows = []
     for rank, j in enumerate(ranking.order[:TABLE_ROWS], start=1):
-        resolved = j.point.spec.model_dump(mode="json")
         options = []
         for path, value in space.values(j.index).items():
-            words = _option_words(path, value, resolved)
+            words = _option_words(path, value, resolved[j.index])
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
             sort = value if numeric else words
             options.append({"text": words, "sort": sort})
@@ -315,9 +315,7 @@ def _table(space: Space, ranking: Ranking, names: dict[int, str]) -> dict[str, A
                 "best": j.index in best,
             }
         )
-    units = {o: ("h/min/s" if o == "time" else UNITS[o]) for o in objectives}
-    return {"heads": heads, "objectives": objectives, "units": units, "rows": rows,
-            "total": len(ranking.order)}  # fmt: skip
+    return {"heads": heads, "objectives": objectives, "rows": rows, "total": len(ranking.order)}
 
 
 def _breakdown(top: Judged, names: dict[int, str]) -> dict[str, Any]:

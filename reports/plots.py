@@ -91,11 +91,10 @@ def scaling(frame: pd.DataFrame) -> bytes:
             spread = np.divide(ci, tp, out=np.zeros(len(rows)), where=tp > 0)
         else:
             spread = np.zeros(len(rows))
-        below, above = tp * spread, tp * spread
-        low, high = _interval(rows)
-        known = np.isfinite(low) & np.isfinite(high)
-        below = np.where(known, np.clip(tp - low, 0.0, None), below)
-        above = np.where(known, np.clip(high - tp, 0.0, None), above)
+        below, above = _error_bars(
+            tp, *_interval(rows, "throughput_low_samples_per_s", "throughput_high_samples_per_s"),
+            tp * spread,
+        )
         style = dict(
             color=colours[str(label)],
             capsize=3,
@@ -129,14 +128,28 @@ def scaling(frame: pd.DataFrame) -> bytes:
     return png(figure)
 
 
-def _interval(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """The rows' throughput intervals (NaN where a row has none)."""
-    nan = np.full(len(rows), np.nan)
-    if "throughput_low_samples_per_s" not in rows or "throughput_high_samples_per_s" not in rows:
-        return nan, nan
-    low = pd.to_numeric(rows["throughput_low_samples_per_s"], errors="coerce").to_numpy(float)
-    high = pd.to_numeric(rows["throughput_high_samples_per_s"], errors="coerce").to_numpy(float)
-    return low, high
+def _interval(rows: pd.DataFrame, low: str, high: str) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' interval on one quantity, from its columns `low` and `high` (NaN where
+    a row has none, or the results have no such columns)."""
+    ends = [
+        pd.to_numeric(rows[c], errors="coerce").to_numpy(float)
+        if c in rows
+        else np.full(len(rows), np.nan)
+        for c in (low, high)
+    ]
+    return ends[0], ends[1]
+
+
+def _error_bars(
+    values: np.ndarray, low: np.ndarray, high: np.ndarray, otherwise: np.ndarray
+) -> list[np.ndarray]:
+    """Each value's error bar below and above it: to its interval's ends where it has
+    one (`_interval`), else `otherwise` both ways."""
+    known = np.isfinite(values) & np.isfinite(low) & np.isfinite(high)
+    return [
+        np.where(known, np.clip(values - low, 0.0, None), otherwise),
+        np.where(known, np.clip(high - values, 0.0, None), otherwise),
+    ]
 
 
 def breakdown_shares(row: Mapping[str, float]) -> list[float]:
@@ -312,15 +325,9 @@ def time_to_target(frame: pd.DataFrame) -> bytes:
         shift = -0.2 if backend == "sim" else 0.2
         ys = [y[str(p)] + shift for p in rows["point"]]
         times = rows["time_to_target_s"].to_numpy(dtype=float)
-        low, high = (
-            pd.to_numeric(rows[c], errors="coerce").to_numpy(float)
-            if c in rows
-            else np.full(len(rows), np.nan)
-            for c in ("time_to_target_low_s", "time_to_target_high_s")
-        )
+        low, high = _interval(rows, "time_to_target_low_s", "time_to_target_high_s")
+        xerr = _error_bars(times, low, high, np.zeros(len(rows)))
         known = np.isfinite(times) & np.isfinite(low) & np.isfinite(high)
-        xerr = [np.where(known, np.clip(times - low, 0.0, None), 0.0),
-                np.where(known, np.clip(high - times, 0.0, None), 0.0)]  # fmt: skip
         ax.barh(
             ys,
             np.nan_to_num(times),

@@ -315,8 +315,6 @@ def to_html(report: Report, generated: str | None = None, written_by: str = "rep
     if "memory" in report.plots:
         tables["memory"] = memory_table(report)
     plots = {key: _plot_view(plot) for key, plot in report.plots.items()}
-    for key in ("staleness", "time-to-target", "curves", "memory"):
-        plots.setdefault(key, None)  # type: ignore[arg-type]
     runs = [
         {
             "directory": str(run.directory),

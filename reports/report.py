@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from scenarios import vocab
-from scenarios.point_ids import describe
+from scenarios.point_ids import describe, names_apart
 
 from . import plots
 from .compare import Agreement, agreement, combine
@@ -88,8 +87,7 @@ def point_names(runs: Sequence[Run]) -> dict[str, str]:
             resolved = point.get("resolved") if isinstance(point, dict) else None
             if isinstance(resolved, dict) and "id" in point:
                 named.setdefault(str(point["id"]), describe(resolved))
-    counts = Counter(named.values())
-    return {p: n if counts[n] == 1 else f"{n} ({p})" for p, n in named.items()}
+    return names_apart(named, str)
 
 
 def load_runs(directories: Sequence[str | Path]) -> list[Run]:

@@ -13,10 +13,13 @@ without the simulator.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from .sections.strategy import StrategySpec
+
+K = TypeVar("K")
 
 
 def sweep_paths(key: str) -> list[str]:
@@ -84,6 +87,13 @@ def unique_id(candidate: str, seen: set[str]) -> str:
 
 
 # ---------------------------------------------------------------- names in words
+
+def names_apart(named: Mapping[K, str], mark: Callable[[K], str]) -> dict[K, str]:
+    """Names that tell their points apart: where points share a name, each gets its
+    `mark` (its id, its candidate number) beside it."""
+    counts = Counter(named.values())
+    return {k: n if counts[n] == 1 else f"{n} ({mark(k)})" for k, n in named.items()}
+
 
 def describe(resolved: Mapping[str, Any]) -> str:
     """The point's devices, where they are, how they train together and its batch."""

@@ -8,6 +8,7 @@ loaded and writes what it found into the attributes of a mark it adds to the doc
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -104,8 +105,7 @@ def browse(page: Path, work: Path, read: tuple[str, ...] = ()) -> dict[str, obje
     )
     found: dict[str, object] = {}
     for key, value in re.findall(r'data-([a-z-]+)="([^"]*)"', mark.group(1)):
-        value = (value.replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
-                 .replace("&amp;", "&"))  # fmt: skip
+        value = html.unescape(value)
         found[key] = json.loads(value) if key in ("read", "scrolled") else int(value)
     return found
 
