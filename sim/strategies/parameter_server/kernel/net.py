@@ -336,9 +336,12 @@ def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
                 ls[CAND, n_cand] = link
                 n_cand += 1
     # a link some queue owns flows on cannot become one, nor can it once a link is
-    # promoted below (that only adds owners): the others by share, ties in the order
-    # found, a stable sort in place (by insertion where they are few); RCAP holds the
-    # shares until the residual fill
+    # promoted below (that only adds owners). Under the share rule whether a link
+    # qualifies depends on the links' counts alone, which promoting changes not: the
+    # links that do are found first (their least partner's share in LOWER, unused
+    # outside queue mode) and only they are ordered. Under the budget rule a promotion
+    # spends budget the next ones need: every candidate is ordered, then tried.
+    by_share = ls[COUNTS, RULE] == SHARE_RULE
     n_found = n_cand
     n_cand = 0
     for i in range(n_found):
@@ -346,8 +349,14 @@ def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
         li[MARK, link] = 0
         if li[QMODE, link] or li[ELSE, link] > 0:
             continue
+        if by_share:
+            lf[LOWER, link] = least_partner(li, lf, mi, fint, link)
+            if share(li, lf, link) > lf[LOWER, link]:
+                continue
         ls[CAND, n_cand] = link
         n_cand += 1
+    # the others by share, ties in the order found, a stable sort in place (by
+    # insertion where they are few); RCAP holds the shares until the residual fill
     for i in range(n_cand):
         link = ls[CAND, i]
         lf[RCAP, link] = share(li, lf, link)
@@ -362,14 +371,11 @@ def enqueue(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
         link = ls[CAND, i]
         if li[QMODE, link] or li[ELSE, link] > 0:
             continue
-        if ls[COUNTS, RULE] == SHARE_RULE:
-            lower = least_partner(li, lf, mi, fint, link)
-            ok = lf[RCAP, link] <= lower
-        else:
-            lower = 0.0  # unused under the budget rule
-            ok = qualifies(fint, li, lf, mi, ls, link)
-        if ok:
-            promote(fint, ff, li, lf, mi, hk, ls, link, lower, now)
+        if by_share:
+            promote(fint, ff, li, lf, mi, hk, ls, link, lf[LOWER, link], now)
+            touch(li, ls, link)
+        elif qualifies(fint, li, lf, mi, ls, link):
+            promote(fint, ff, li, lf, mi, hk, ls, link, 0.0, now)
             touch(li, ls, link)
 
 
