@@ -60,8 +60,9 @@ from .queues import (
     MAXP,
     MEM,
     MOFF,
-    MOWN,
     NEW,
+    NOWN,
+    OQ,
     PATH,
     PCAP,
     PKEEP,
@@ -91,12 +92,12 @@ def fits(li, lf, x, more, greatest, owned):  # type: ignore[no-untyped-def]
 @bare
 def greatest_owner(li, lf, mi, x):  # type: ignore[no-untyped-def]
     """The queue with the greatest promise among those owning flows on link x (the
-    first such; -1: none)."""
+    first such in its list of owners; -1: none)."""
     found = -1
     base = li[MOFF, x]
-    for i in range(li[CNT, x]):
-        q = mi[MOWN, base + i]
-        if q >= 0 and (found < 0 or lf[PCAP, q] > lf[PCAP, found]):
+    for i in range(li[NOWN, x]):
+        q = mi[OQ, base + i]
+        if found < 0 or lf[PCAP, q] > lf[PCAP, found]:
             found = q
     return found
 

@@ -72,10 +72,12 @@ from .queues import (
     MAXTOL,
     MCAP,
     MOFF,
-    MOWN,
     N_LF,
     N_LI,
+    N_MI,
     NEW,
+    NOWN,
+    OQ,
     OWN,
     PATH,
     PCAP,
@@ -110,6 +112,7 @@ from .queues import (
     res_add,
     res_remove,
     share,
+    taken,
     touch,
 )
 
@@ -148,7 +151,7 @@ def net_state(capacity, pull_paths, push_paths, held, most, rule):  # type: igno
     ls[COUNTS, RULE] = rule
     ls[FFREE, :most] = np.arange(most - 1, -1, -1)
     ls[COUNTS, FFREE] = most
-    mi = np.zeros((3, max(at, 1)), dtype=np.int64)
+    mi = np.zeros((N_MI, max(at, 1)), dtype=np.int64)
     rpaths = np.full((most, width), -1, dtype=np.int64)
     return fint, np.zeros((6, most)), li, lf, mi, np.zeros(max(at, 1)), ls, rpaths
 
@@ -231,12 +234,13 @@ def absorb(now, fint, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
             continue
         theirs = share(li, lf, x)
         base = li[MOFF, x]
-        for i in range(li[CNT, x]):
-            q = mi[MOWN, base + i]
-            if q >= 0:
-                lf[LOWER, q] = min(lf[LOWER, q], theirs)
-                if share(li, lf, q) > theirs:
-                    demote(fint, ff, li, lf, hk, mi, ls, q, now)
+        # the queues owning flows on x, from the last: a queue leaving queue mode leaves
+        # the list, the last one (seen already) taking its place
+        for i in range(li[NOWN, x] - 1, -1, -1):
+            q = mi[OQ, base + i]
+            lf[LOWER, q] = min(lf[LOWER, q], theirs)
+            if share(li, lf, q) > theirs:
+                demote(fint, ff, li, lf, hk, mi, ls, q, now)
 
 
 @bare
@@ -289,7 +293,7 @@ def remove(now, c, slots, finished_slots, finished_ids, fint, li, lf, mi, ls):  
         finished_ids[i] = slots[XID, fint[f, FBATCH]]
         q = fint[f, OWN]
         if q >= 0:
-            disown(fint, li, lf, f, q)
+            disown(fint, li, lf, mi, f, q)
         else:
             res_remove(fint, ls, f)
         for k in range(width):
@@ -396,12 +400,8 @@ def residual_fill(fint, ff, li, lf, mi, ls, rpaths, work):  # type: ignore[no-un
             if link >= 0 and not li[MARK, link]:
                 li[MARK, link] = 1
                 left = lf[CAP, link]
-                base = li[MOFF, link]
                 if li[ELSE, link] > 0:  # some queue owns flows on it
-                    for m in range(li[CNT, link]):
-                        q = mi[MOWN, base + m]
-                        if q >= 0:
-                            left -= lf[SHARE, q]
+                    left -= taken(li, lf, mi, link)
                 lf[RCAP, link] = left
     first = fill(rpaths, n_res, lf[RCAP], ff[RLEFT], ff[RRATE], work)
     for i in range(n_res):

@@ -18,9 +18,9 @@ the flows no queue owns are filled max-min over what the queues leave of each li
 State, in a few packed arrays (rows and columns named below), since numba counts a
 reference for every array a function is given: per flow `fint` (owner, transfer,
 position in the residual list, its links from column PATH, its place in each link's list
-from PATH + width) and `ff`; per link `li` and `lf`; the links' flow lists and heaps'
-flows `mi` and the heaps' finishing virtual times `hk`, at `li[MOFF]`, as long as
-`li[MCAP]`; the lists `ls`, their lengths in its row COUNTS.
+from PATH + width) and `ff`; per link `li` and `lf`; the links' flow lists, heaps'
+flows and owners `mi` and the heaps' finishing virtual times `hk`, at `li[MOFF]`, as long
+as `li[MCAP]`; the lists `ls`, their lengths in its row COUNTS.
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ OWN, FBATCH, RPOS, PATH = range(4)
 # `ff` rows: a flow's tolerance (bytes), bytes left and rate (residual flows only); the
 # residual fill's bytes left and rates (by place in the residual list); set aside
 TOL, LEFT, RATE, RLEFT, RRATE, ASIDE = range(6)
-# `mi` rows: the links' flow lists, the flows of their heaps, and beside each flow of a
-# list its owner (`fint` OWN, kept here too so that a walk over a link's flows for what
-# the queues take of it reads one row in order)
-MEM, HFLOW, MOWN = range(3)
+# `mi` rows: the links' flow lists, the flows of their heaps; the queues owning flows on
+# each link, each once, and how many of its flows each owns there (what the queues take
+# of a link, and which of them own flows on it, are walks over them, not over its flows)
+MEM, HFLOW, OQ, ON = range(4)
+N_MI = 4
 # `li`: a link's flows, where its lists begin, their room, its heap's size, queue mode
 # (0 / 1), its flows owned by another link, its count before this event (-1: untouched),
 # a mark (candidates); the queues' two calendars, each a heap of links by key (WHEN:
@@ -47,7 +48,9 @@ MEM, HFLOW, MOWN = range(3)
 # down to, and whether the link waits in the list CHECK
 CNT, MOFF, MCAP, HSIZE, QMODE, ELSE, CNT0, MARK, WHEN, EARLY, WHEN_AT, EARLY_AT, PKEEP, CHK = (
     range(14))
-N_LI = 14
+# and the length of its list of owners (`mi` OQ, ON), and the place in it found last
+NOWN, OLAST = 14, 15
+N_LI = 16
 # `lf`: a link's capacity, virtual clock, when the clock was last advanced, a lower bound
 # of the shares of the links its flows cross (the share rule), its flows' largest
 # tolerance, what the queues leave of it (for the residual fill), its keys in the
@@ -97,7 +100,6 @@ def join(li, lf, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
     if n >= li[MCAP, link]:
         raise RuntimeError("more flows on a link than the compiled engine made room for")
     mi[MEM, li[MOFF, link] + n] = f
-    mi[MOWN, li[MOFF, link] + n] = -1  # a flow joins residual
     fint[f, PATH + (fint.shape[1] - PATH) // 2 + p] = n
     li[CNT, link] = n + 1
     lf[SHARE, link] = lf[CAP, link] / (n + 1)
@@ -112,7 +114,6 @@ def leave(li, lf, mi, fint, link, f, p):  # type: ignore[no-untyped-def]
     at = fint[f, PATH + width + p]
     g = mi[MEM, base + last]
     mi[MEM, base + at] = g
-    mi[MOWN, base + at] = mi[MOWN, base + last]
     for q in range(width):
         if fint[g, PATH + q] == link:
             fint[g, PATH + width + q] = at
@@ -181,16 +182,6 @@ def res_remove(fint, ls, f):  # type: ignore[no-untyped-def]
 
 
 @bare
-def set_owner(fint, li, mi, f, owner):  # type: ignore[no-untyped-def]
-    """Flow f's owner (-1: residual) beside it in the list of every link it crosses."""
-    width = (fint.shape[1] - PATH) // 2
-    for p in range(width):
-        x = fint[f, PATH + p]
-        if x >= 0:
-            mi[MOWN, li[MOFF, x] + fint[f, PATH + width + p]] = owner
-
-
-@bare
 def check_later(li, ls, x):  # type: ignore[no-untyped-def]
     """Link x into the list of links whose budget is to be checked, if not in it."""
     if not li[CHK, x]:
@@ -200,16 +191,68 @@ def check_later(li, ls, x):  # type: ignore[no-untyped-def]
 
 
 @bare
+def owner_at(li, mi, x, q):  # type: ignore[no-untyped-def]
+    """Where queue q is in link x's list of owners (-1: absent); the place found last
+    first, since a queue's flows are owned and let go many in a row."""
+    base = li[MOFF, x]
+    at = li[OLAST, x]
+    if at < li[NOWN, x] and mi[OQ, base + at] == q:
+        return at
+    for i in range(li[NOWN, x]):
+        if mi[OQ, base + i] == q:
+            li[OLAST, x] = i
+            return i
+    return -1
+
+
+@bare
+def owner_add(li, mi, x, q):  # type: ignore[no-untyped-def]
+    """One more flow on link x owned by queue q."""
+    at = owner_at(li, mi, x, q)
+    if at < 0:
+        at = li[NOWN, x]
+        li[NOWN, x] = at + 1
+        mi[OQ, li[MOFF, x] + at] = q
+        mi[ON, li[MOFF, x] + at] = 0
+        li[OLAST, x] = at
+    mi[ON, li[MOFF, x] + at] += 1
+
+
+@bare
+def owner_sub(li, mi, x, q):  # type: ignore[no-untyped-def]
+    """One flow fewer on link x owned by queue q: a queue owning none there leaves the
+    list, the last one taking its place."""
+    base = li[MOFF, x]
+    at = owner_at(li, mi, x, q)
+    mi[ON, base + at] -= 1
+    if mi[ON, base + at] == 0:
+        last = li[NOWN, x] - 1
+        mi[OQ, base + at] = mi[OQ, base + last]
+        mi[ON, base + at] = mi[ON, base + last]
+        li[NOWN, x] = last
+
+
+@bare
+def taken(li, lf, mi, x):  # type: ignore[no-untyped-def]
+    """What the queues take of link x: their shares, one per flow they own on it."""
+    used = 0.0
+    base = li[MOFF, x]
+    for i in range(li[NOWN, x]):
+        used += mi[ON, base + i] * lf[SHARE, mi[OQ, base + i]]
+    return used
+
+
+@bare
 def own(fint, ff, li, lf, hk, mi, f, link, left):  # type: ignore[no-untyped-def]
     """Flow f, `left` bytes to go, owned by the queue-mode link: the other links it
     crosses count the queue's promise (0 under the share rule)."""
     fint[f, OWN] = link
-    set_owner(fint, li, mi, f, link)
     promised = lf[PCAP, link]
     for p in range((fint.shape[1] - PATH) // 2):
         x = fint[f, PATH + p]
         if x >= 0 and x != link:
             li[ELSE, x] += 1
+            owner_add(li, mi, x, link)
             lf[BSUM, x] += promised
             if promised > lf[MAXP, x]:
                 lf[MAXP, x] = promised
@@ -219,13 +262,14 @@ def own(fint, ff, li, lf, hk, mi, f, link, left):  # type: ignore[no-untyped-def
 
 
 @bare
-def disown(fint, li, lf, f, link):  # type: ignore[no-untyped-def]
+def disown(fint, li, lf, mi, f, link):  # type: ignore[no-untyped-def]
     """Flow f no longer owned by the queue-mode link: the other links it crosses
     release the queue's promise (exactly 0 once they count none)."""
     for p in range((fint.shape[1] - PATH) // 2):
         x = fint[f, PATH + p]
         if x >= 0 and x != link:
             li[ELSE, x] -= 1
+            owner_sub(li, mi, x, link)
             if li[ELSE, x] == 0:
                 lf[BSUM, x] = 0.0
                 lf[MAXP, x] = 0.0
@@ -325,9 +369,8 @@ def demote(fint, ff, li, lf, hk, mi, ls, link, now):  # type: ignore[no-untyped-
     for i in range(li[HSIZE, link]):
         f = mi[HFLOW, base + i]
         ff[LEFT, f] = hk[base + i] - clock
-        disown(fint, li, lf, f, link)
+        disown(fint, li, lf, mi, f, link)
         res_add(fint, ls, f)
-        set_owner(fint, li, mi, f, -1)
         if budget:
             for p in range(width):
                 x = fint[f, PATH + p]
