@@ -191,8 +191,13 @@ def launch_with_failures(spec: ScenarioSpec, jobs: list[Job]) -> LaunchResult:
                 total.finished = result.finished
                 return total
             fatal = [k for k in generation.struck if k.restart_after is None][-1]
+            every = not spec.strategy.serves_parameters
             done = max(
-                (progress_index(r) + 1 for r in result.records if _counts(r, fatal.watch)),
+                (
+                    progress_index(r) + 1
+                    for r in result.records
+                    if _counts(r, fatal.watch, every)
+                ),
                 default=0,
             )
             saved = max((r.step for r in total.of(Checkpoint) if r.worker == 0), default=0)
@@ -204,8 +209,11 @@ def launch_with_failures(spec: ScenarioSpec, jobs: list[Job]) -> LaunchResult:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _counts(record: Record, watch: int) -> TypeGuard[Progressing]:
-    """A record that counts the job's progress."""
+def _counts(record: Record, watch: int, every: bool) -> TypeGuard[Progressing]:
+    """A record that counts the job's progress: a round, an update, the watched process's
+    step, or (`every`: workers in step, without servers) any worker's. A worker lost
+    between its peer's record of a step and its own has done that step too, and both redo
+    it: the lost steps are those `kept_steps` marks lost."""
     if isinstance(record, Round | Progress):
         return True
-    return isinstance(record, Step) and record.worker == watch
+    return isinstance(record, Step) and (every or record.worker == watch)
