@@ -12,11 +12,19 @@ Even so, each count is a call into the runtime that tests a null pointer. The ne
 functions, which allocate nothing (`sim/strategies/parameter_server/kernel/queues.py`, most
 of `sim/strategies/parameter_server/kernel/net.py`, `sim.network.flowkernel.fill`), are
 compiled without the runtime (`bare`): they count nothing at all.
+
+Every module with compiled functions imports this one first, which drops the compiled
+code numba cached for any of them once one of their sources has changed
+(`drop_stale_caches`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sys
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from numba import njit, types
@@ -41,6 +49,54 @@ def _without_blas_probe() -> None:
 
 
 _without_blas_probe()
+
+#: the files of compiled functions: here, the flow network's kernel and the compiled
+#: parameter-server engine
+_SIM = Path(__file__).resolve().parent.parent
+COMPILED_SOURCES = (
+    _SIM / "network" / "unmanaged.py",
+    _SIM / "network" / "flowkernel.py",
+    *sorted((_SIM / "strategies" / "parameter_server" / "kernel").glob("*.py")),
+)
+#: beside numba's cache files, the digest of the sources they were compiled from
+STAMP = "numba-sources.sha256"
+
+
+def drop_stale_caches(sources: Iterable[Path]) -> bool:
+    """numba keys a cached function by its own file alone (its time and size), not by
+    the files of the functions compiled into it: a change to `queues.py` would leave
+    the engine's loop, cached beside `loop.py`, running the old queues. So where the
+    sources' digest differs from the one written beside their caches (`__pycache__/`,
+    numba's place for them), the caches there are dropped and the digest written;
+    returns whether any were. A folder that cannot be written is left alone (numba
+    caches elsewhere then, and an install writes every file anew)."""
+    sources = sorted(sources)
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    hexdigest = digest.hexdigest()
+    dropped = False
+    for folder in sorted({path.parent / "__pycache__" for path in sources}):
+        stamp = folder / STAMP
+        try:
+            if stamp.read_text() == hexdigest:
+                continue
+        except OSError:
+            pass
+        try:
+            for cached in [*folder.glob("*.nbi"), *folder.glob("*.nbc")]:
+                cached.unlink(missing_ok=True)
+                dropped = True
+            folder.mkdir(exist_ok=True)
+            partial = folder / f"{STAMP}.{os.getpid()}"
+            partial.write_text(hexdigest)
+            partial.replace(stamp)
+        except OSError:
+            continue
+    return dropped
+
+
+drop_stale_caches(COMPILED_SOURCES)
 
 F = TypeVar("F")
 #: numba's option for a function compiled without its runtime, in a dict: the typing of

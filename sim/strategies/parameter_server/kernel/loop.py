@@ -22,10 +22,9 @@ out only up to the next evaluation, which starts once its updates are in
 stops there.
 
 Importing this module compiles nothing; `run` compiles on its first call (cached on disk).
-numba's cache is invalidated by changes to this file only, not to what `run` compiles in
-from another one (numba's "Notes on Caching", and numba stamps a file by its content, not
-its time): after changing `sim.network.flowkernel.fill` or a module of this package, clear
-the caches (`*.nbi`, `*.nbc` in `__pycache__/` here and in `sim/network/`).
+numba keys that cache by this file alone, not by what `run` compiles in from another one
+(numba's "Notes on Caching"): `sim.network.unmanaged`, imported first, drops the caches
+of every compiled module once any of their sources has changed.
 """
 
 from __future__ import annotations
