@@ -348,13 +348,22 @@ def _md_escape(value: str) -> str:
     return value.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(table: Table) -> str:
+def _md_table(table: Table, names: Mapping[str, str] | None = None) -> str:
+    """A Markdown table; with `names`, a point in words, its id after it in code (the
+    id results.csv and steps.csv know it by)."""
     header, rows = table
     lines = [
         "| " + " | ".join(map(_md_escape, header)) + " |",
         "|" + "|".join("---" for _ in header) + "|",
     ]
-    lines += ["| " + " | ".join(map(_md_escape, row)) + " |" for row in rows]
+    for row in rows:
+        cells = [
+            f"{names[cell]} (`{cell}`)"
+            if head == "point" and names and names.get(cell, cell) != cell
+            else cell
+            for head, cell in zip(header, row, strict=True)
+        ]
+        lines.append("| " + " | ".join(map(_md_escape, cells)) + " |")
     return "\n".join(lines)
 
 
@@ -375,7 +384,7 @@ def to_markdown(report: Report, html_name: str, generated: str | None = None) ->
         "",
     ]
     if len(report.agreement.pairs):
-        out += [_md_table(error_table(report)), ""]
+        out += [_md_table(error_table(report), report.names), ""]
     sections: list[tuple[str, Callable[[Report], Table]]] = [
         ("Where the time goes", breakdown_table),
         ("Step times", step_table),
@@ -388,7 +397,7 @@ def to_markdown(report: Report, html_name: str, generated: str | None = None) ->
         sections.append(("Memory", memory_table))
     sections.append(("All points", points_table))
     for heading, table in sections:
-        out += [f"## {heading}", "", _md_table(table(report)), ""]
+        out += [f"## {heading}", "", _md_table(table(report), report.names), ""]
     out += ["## Provenance", ""]
     for run in report.runs:
         out += [f"### {run.directory}", "", _md_fields(provenance(run)), ""]

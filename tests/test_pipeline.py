@@ -298,8 +298,11 @@ def test_the_report_shows_memory_and_skips_what_was_not_timed(tmp_path: Path) ->
     assert "4-stage GPIPE pipeline, 4 micro-batches" in title and title.endswith("[sim]")
     assert report_cli.main([str(out), "--out", str(tmp_path / "r")]) == 0
     text = (tmp_path / "r" / "report.md").read_text()
-    assert "| allreduce | sim | 44.8 GiB | 32 GiB | no: not timed |" in text
-    assert "| pipeline,stages=4,micro_batches=4 | sim | 11.2 GiB | 32 GiB | yes |" in text
+    # each point in words, its id after it
+    assert "| 4 V100 on 1 host, ring all-reduce, 8 per GPU (`allreduce`) | sim | 44.8 GiB | " \
+        "32 GiB | no: not timed |" in text
+    assert "4-stage GPIPE pipeline, 4 micro-batches, 8 per GPU " \
+        "(`pipeline,stages=4,micro_batches=4`) | sim | 11.2 GiB | 32 GiB | yes |" in text
 
 
 def test_tensor_parallel_layers_all_reduce_megatrons_volume(tmp_path: Path) -> None:

@@ -686,7 +686,9 @@ def test_time_to_target_section_marks_the_fastest_points(
     results = pd.read_csv(out / "results.csv")
     fastest = results.loc[results.time_to_target_s.idxmin(), "point"]
     busiest = results.loc[results.throughput_samples_per_s.idxmax(), "point"]
-    lines = {line.split(" | ")[0].strip("| "): line for line in section.splitlines()[3:]}
+    # a point's cell: its words, then its id in code
+    rows = section.splitlines()[4:]
+    lines = {line.split(" | ")[0].rpartition("(`")[2].rstrip("`)"): line for line in rows}
     assert "fastest to target" in lines[fastest] and "highest throughput" in lines[busiest]
     page = (tmp_path / "r" / "report.html").read_text()
     assert 'id="time-to-target"' in page and page.count("data:image/png;base64") >= 5
