@@ -30,6 +30,7 @@ from workloads.pipeline import fits_line
 from .costs.explain import run_summary
 from .engine.convergence import timed_steps
 from .runner import PointResult, run, simulated_steps
+from .strategies.parameter_server import replica
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,6 +132,15 @@ def timed_notes(points: Sequence[Any]) -> list[str]:
         f"{AUTO_TIMED_STEPS:,} steps, sim.timed_steps: auto); "
         "--set sim.timed_steps=all times every step"
     ]
+
+
+def replica_note(points: Sequence[str]) -> str:
+    """The line naming the points a replica of part of their cluster timed."""
+    return (
+        f"timed {', '.join(points)} on a replica of part of the cluster, a bounded engine "
+        "(large asynchronous parameter-server jobs; its measured error: "
+        "docs/performance.md); --set sim.timing=exact times every worker"
+    )
 
 
 def table_notes(results: pd.DataFrame) -> list[str]:
@@ -275,10 +285,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"simulate: {line}", file=sys.stderr)
         bar = None if args.quiet else StepBar(todo)
         kept = progress
+        copied: list[str] = []
 
         def point_done(done: PointResult) -> None:
             if bar is not None:
                 bar.point_done(done)
+            if done.engine == replica.NAME:
+                copied.append(done.point_id)
             kept.add(record_of(done, args.steps))
 
         run(
@@ -292,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if bar is not None:
             bar.close()
+        if copied and not args.quiet:
+            print(f"simulate: {replica_note(copied)}", file=sys.stderr)
     except UserError as exc:
         print(f"simulate: error: {exc}", file=sys.stderr)
         return 2

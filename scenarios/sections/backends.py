@@ -20,6 +20,11 @@ class SimSpec(Strict):
     # set, the run is longer and nothing in it changes with time (sim/engine/convergence.py
     # timed_steps)
     timed_steps: Annotated[int, Field(ge=1)] | Literal["all", "auto"] | None = "auto"
+    # `auto`: a bounded engine (its error against the exact one measured, documented)
+    # times the points of the class it was measured on: large asynchronous
+    # parameter-server jobs, on a replica of part of the cluster
+    # (sim/strategies/parameter_server/replica.py); `exact`: every worker, every event
+    timing: Literal["auto", "exact"] = "auto"
 
 
 #: sim.timed_steps: auto times this many measured steps of a long run to a target

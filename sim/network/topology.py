@@ -160,6 +160,16 @@ class Topology:
             capacity += [links.memory] * n
             self.max_path += 1
 
+    def shared_by_hosts(self) -> np.ndarray:
+        """The links that carry the flows of several hosts' workers between hosts: the
+        dedicated servers' NICs, both ways, and the switch core (where oversubscribed)."""
+        first = self.hosts
+        servers = np.arange(first, first + self.dedicated_servers)
+        shared = [self._nic_out + servers, self._nic_in + servers]
+        if self.core is not None:
+            shared.append(np.array([self.core]))
+        return np.concatenate(shared).astype(np.int64)
+
     def worker(self, w: int) -> int:
         return w
 

@@ -3,4 +3,5 @@
 (`dataflow.py`), synchronous rounds (`sync.py`), asynchronous updates (`asynchronous.py`),
 host aggregation (`hosts.py`, `asynchronous_hosts.py`), joined by `training.py`; and the
 compiled engine beside them: `lockstep.py` prepares its arrays, `spans.py` runs
-synchronous jobs in spans of steps, and `kernel/` is its numba loop and handlers."""
+synchronous jobs in spans of steps, `kernel/` is its numba loop and handlers, and
+`replica.py` times large asynchronous jobs as copies of a part of them (bounded)."""

@@ -42,7 +42,8 @@ to rounding; the tests compare them on random jobs
 `eligible` says what runs here: parameter servers on the flow network, synchronous with
 `sync_scope: step` or asynchronous, and
 without host aggregation, failures, a trace or a calibration profile. Everything else
-runs on the event engine.
+runs on the event engine. Large asynchronous jobs of the class `replica.py` names run,
+under `sim.timing: auto`, as copies of a replica of part of the cluster, timed here.
 """
 
 from __future__ import annotations
@@ -56,10 +57,13 @@ from sim.engine.convergence import held_by_engine
 from sim.engine.outcome import SimulationOutcome
 from sim.engine.training import Process
 
+from . import replica
 from .dataflow import Dataflow, server_parts
 
 if TYPE_CHECKING:
     from sim.engine.simulation import Simulation
+
+    from .spans import Joined
 
 
 def eligible(sim: Simulation) -> bool:
@@ -80,7 +84,19 @@ def eligible(sim: Simulation) -> bool:
 
 
 def run(sim: Simulation) -> SimulationOutcome:
-    """Every step of every worker, on the compiled engine."""
+    """Every step of every worker, on the compiled engine: exactly, or on a replica of
+    1 / k of the cluster (`replica.py`) where that bounded engine applies."""
+    k = replica.factor(sim)
+    if k == 1:
+        return _outcome(sim, *_timed(sim))
+    small = replica.replica(sim, k)
+    arrays = replica.expand(*_timed(small), k, small.workers, sim.total_steps)
+    return _outcome(sim, *arrays, engine=replica.NAME)
+
+
+def _timed(sim: Simulation) -> Joined:
+    """The compiled engine's records (worker, step, staleness; start, compute end,
+    communication end, end, exposed communication, stall), step ends and totals."""
     # numba: only the runs here load it
     from sim.network import flowkernel
 
@@ -133,8 +149,7 @@ def run(sim: Simulation) -> SimulationOutcome:
         # a span's memory: its arrays, about 1.3 kB per flow that may be in flight (a
         # second span at once adds 222 MB at 1,024 workers x 189 parts), 72 B a record
         span_bytes = 1300.0 * n * int(flows) + 72.0 * n * total
-        rec_int, rec, step_ends, totals = spans.run(sim, ints, kernel, span_bytes)
-        return _outcome(sim, rec_int, rec, step_ends, totals)
+        return spans.run(sim, ints, kernel, span_bytes)
     # asynchronously, a worker's own count of steps, drawn for twice the even share and,
     # should a worker outrun that, again for twice as many
     drawn = min(total, 2 * -(-total // n) + 16)
@@ -145,7 +160,7 @@ def run(sim: Simulation) -> SimulationOutcome:
         if rows >= 0:
             break
         drawn = min(total, 2 * drawn)
-    return _outcome(sim, rec_int[:rows], rec[:rows], step_ends, totals)
+    return rec_int[:rows], rec[:rows], step_ends, totals
 
 
 def _routes(sim: Simulation, nodes: list[int]) -> tuple[np.ndarray, ...]:
@@ -272,8 +287,10 @@ def _outcome(
     rec: np.ndarray,
     step_ends: np.ndarray,
     totals: np.ndarray,
+    engine: str = "ps-lockstep",
 ) -> SimulationOutcome:
-    """The kernel's records, step ends and totals, put where the event engine puts them."""
+    """The kernel's records, step ends and totals, put where the event engine puts them
+    (`engine`: the name meta.json's `engines` gives it)."""
     measure_time, measure_bytes, network_bytes, dropped, dropped_measured = totals[:5]
     checkpoints, last_held, last_time = totals[5:]
     sim.records.extend(
@@ -301,7 +318,7 @@ def _outcome(
         sim.report(step + 1, float(step_ends[step]))
     if sim.measure_start is None and not np.isnan(measure_time):
         sim.measure_start = (float(measure_time), float(measure_bytes))
-    return sim.uninterrupted(network_bytes, "ps-lockstep", int(dropped), int(dropped_measured))
+    return sim.uninterrupted(network_bytes, engine, int(dropped), int(dropped_measured))
 
 
 def _no_processes(_: Process) -> simpy.Process:

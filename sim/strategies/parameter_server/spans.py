@@ -40,6 +40,8 @@ MOST_SPANS = 8
 
 #: a kernel call's records written, records (rec_int, rec), step ends and totals
 SpanResult = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+#: a run's records (rec_int, rec), step ends and totals
+Joined = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray, int], SpanResult]
 
 
@@ -90,7 +92,7 @@ def threads(count: int, span_bytes: float) -> int:
 
 def run(
     sim: Simulation, ints: np.ndarray, kernel: Kernel, span_bytes: float
-) -> tuple[np.ndarray, ...]:
+) -> Joined:
     """The run's records (rec_int, rec), step ends and totals, as one kernel call over
     every step gives them, from `kernel(factors, delays, ints, steps)` over each span
     (returns rows written, rec_int, rec, step_ends, totals); `span_bytes`: the memory
@@ -130,7 +132,7 @@ def new_totals() -> np.ndarray:
 
 def _joined(
     cut: list[tuple[int, int]], results: list[SpanResult], warmup: int
-) -> tuple[np.ndarray, ...]:
+) -> Joined:
     """The spans' records, step ends and totals, each moved to where its span starts."""
     totals = new_totals()
     start = 0.0  # where the span starts: the end of the one before
