@@ -53,6 +53,8 @@ def small_replicas() -> Any:
         {},
         {"cluster.network.stream_bandwidth": "2 Gbit/s", "strategy": {**PS, "overlap": False}},
         {"training.warmup_steps": 5, "training.steps": 203},  # not a multiple of the copies
+        {"strategy": {**PS, "sync": True}, "training.steps": 10},
+        {"strategy": {**PS, "sync": True, "overlap": False}, "training.steps": 10},
     ],
 )
 def test_a_job_of_identical_workers_is_its_replica_k_times(sets: dict[str, Any]) -> None:
@@ -119,7 +121,11 @@ def test_shared_links_are_those_several_hosts_cross() -> None:
     "sets",
     [
         {"sim.timing": "exact"},
-        {"strategy": {**PS, "sync": True}},
+        {"strategy": {**PS, "sync": True, "backup_workers": 1}},
+        {
+            "strategy": {**PS, "sync": True},
+            "stragglers": {"transient": {"probability": 0.1, "delay": "1 ms"}},
+        },
         {"strategy": {**PS, "staleness": 2}},
         {"strategy": {**PS, "placement": "colocated"}},
         {"stragglers": {"slow": [{"workers": [3], "factor": 1.5}]}},
@@ -145,3 +151,22 @@ def test_the_most_copies_that_keep_enough_workers() -> None:
     assert copies(96, 8) == 3
     assert copies(1024, 1) == 4
     assert copies(511, 1) == 1  # 7 x 73: no divisor leaves 256
+
+
+@pytest.mark.parametrize("n", [8, 64, 256, 1024])
+@pytest.mark.parametrize("sigma", [0.05, 0.2])
+def test_the_slowest_of_n_as_sampled(n: int, sigma: float) -> None:
+    draws = np.exp(sigma * np.random.default_rng(n).standard_normal((4000, n)))
+    assert replica.slowest(n, sigma) == pytest.approx(draws.max(axis=1).mean(), rel=0.01)
+
+
+@pytest.mark.usefixtures("small_replicas")
+def test_a_synchronous_replica_only_where_its_slowest_worker_stays_as_slow() -> None:
+    sync = {"strategy": {**PS, "sync": True}, "training.steps": 10}
+    # the round waits for the slowest compute: of 32 workers, or of the replica's 8
+    fast = {"cluster.network.bandwidth": "400 Gbit/s"}
+    slow = {"cluster.network.bandwidth": "1 Gbit/s"}
+    computes = job(**sync, **fast, stragglers={"jitter": 0.2})
+    assert Simulation(computes).run().engine == "ps-lockstep"
+    moves = job(**sync, **slow, stragglers={"jitter": 0.01})
+    assert Simulation(moves).run().engine == replica.NAME

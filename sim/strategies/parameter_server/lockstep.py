@@ -87,11 +87,16 @@ def run(sim: Simulation) -> SimulationOutcome:
     """Every step of every worker, on the compiled engine: exactly, or on a replica of
     1 / k of the cluster (`replica.py`) where that bounded engine applies."""
     k = replica.factor(sim)
-    if k == 1:
-        return _outcome(sim, *_timed(sim))
-    small = replica.replica(sim, k)
-    arrays = replica.expand(*_timed(small), k, small.workers, sim.total_steps)
-    return _outcome(sim, *arrays, engine=replica.NAME)
+    if k > 1:
+        small = replica.replica(sim, k)
+        rec_int, rec, step_ends, totals = _timed(small)
+        if replica.holds(sim, small, rec, step_ends):
+            arrays = replica.expand(
+                rec_int, rec, step_ends, totals, k, small.workers, sim.total_steps,
+                sim.spec.strategy.sync,
+            )  # fmt: skip
+            return _outcome(sim, *arrays, engine=replica.NAME)
+    return _outcome(sim, *_timed(sim))
 
 
 def _timed(sim: Simulation) -> Joined:

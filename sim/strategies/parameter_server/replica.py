@@ -23,6 +23,8 @@ worker.
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 
 #: the fewest workers a replica keeps
 REPLICA_WORKERS = 256
+#: a synchronous replica's bound on its slowest worker's bias, of the step time (`holds`)
+SYNC_BIAS = 0.002
 #: the engine's name in meta.json's `engines`
 NAME = "ps-lockstep-replica"
 
@@ -43,9 +47,6 @@ def factor(sim: Simulation) -> int:
     strategy = spec.strategy
     if (
         spec.sim.timing == "exact"
-        or strategy.sync
-        or strategy.staleness is not None
-        or strategy.max_iterations_ahead is not None
         or strategy.placement != "dedicated"
         or spec.cluster.network.oversubscription > 1
         or spec.stragglers.slow
@@ -54,18 +55,25 @@ def factor(sim: Simulation) -> int:
         or spec.failures
     ):
         return 1
+    if strategy.sync:  # a round waits for the slowest: no drops, no rare hiccups
+        if strategy.backup_workers or spec.stragglers.transient is not None:
+            return 1
+    elif strategy.staleness is not None or strategy.max_iterations_ahead is not None:
+        return 1
     hosts, devices = spec.cluster.hosts, spec.cluster.devices_per_host
     copies = [k for k in range(2, hosts + 1) if hosts % k == 0]
     return max((k for k in copies if hosts // k * devices >= REPLICA_WORKERS), default=1)
 
 
 def replica(sim: Simulation, k: int) -> Simulation:
-    """The small job: 1 / k of the hosts, ceil(updates / k) of the updates (of them,
-    ceil(warm-up / k) warm-up), timed exactly, its shared links at 1 / k."""
+    """The small job: 1 / k of the hosts, timed exactly, its shared links at 1 / k; its
+    steps the job's, or asynchronously ceil(updates / k) updates (of them, ceil(warm-up
+    / k) warm-up)."""
     spec = sim.spec
     training = spec.training
-    warmup = -(-training.warmup_steps // k)
-    total = -(-sim.total_steps // k)
+    warmup, total = training.warmup_steps, sim.total_steps
+    if not spec.strategy.sync:
+        warmup, total = -(-warmup // k), -(-total // k)
     small = spec.model_copy(
         update={
             "cluster": spec.cluster.model_copy(update={"hosts": spec.cluster.hosts // k}),
@@ -81,6 +89,32 @@ def replica(sim: Simulation, k: int) -> Simulation:
     return copy
 
 
+def holds(sim: Simulation, small: Simulation, rec: np.ndarray, step_ends: np.ndarray) -> bool:
+    """Whether the replica's steps stand for the job's. Asynchronously, always (its
+    measured error). A synchronous step waits for the slowest of N workers' compute,
+    the replica's for the slowest of N / k: the expected slowest of n lognormal factors
+    (the jitter's and each device's own, sigma^2 = ln(1 + cv^2) each) is about
+    exp(sigma z_n), z_n the normal's (n - 3/8) / (n + 1/4) quantile (Blom). The replica
+    holds where that difference, times its mean compute, is at most `SYNC_BIAS` of its
+    mean step time."""
+    if not sim.spec.strategy.sync:
+        return True
+    stragglers = sim.spec.stragglers
+    sigma = math.sqrt(math.log1p(stragglers.jitter**2) + math.log1p(stragglers.variability**2))
+    if sigma == 0.0:
+        return True
+
+    compute = float(np.mean(rec[:, 1] - rec[:, 0] - rec[:, 5]))  # compute end - start - stall
+    step = float(np.mean(np.diff(step_ends)))
+    bias = compute * (slowest(sim.workers, sigma) - slowest(small.workers, sigma))
+    return bias <= SYNC_BIAS * step
+
+
+def slowest(n: int, sigma: float) -> float:
+    """About the expected largest of n factors exp(sigma Z), Z standard normal."""
+    return math.exp(sigma * NormalDist().inv_cdf((n - 0.375) / (n + 0.25)))
+
+
 def expand(
     rec_int: np.ndarray,
     rec: np.ndarray,
@@ -89,19 +123,23 @@ def expand(
     k: int,
     workers: int,
     total: int,
+    sync: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The replica's records (`rec_int`: worker, iteration, staleness; `rec`: the
     times), update times and totals (measure start, its bytes, bytes on the network,
     ...), for the whole job of k x `workers` workers and `total` updates: each record
-    and update k times, the copies of the last updates past `total` left out."""
+    and update k times, the copies of the last updates past `total` left out (`sync`:
+    each record k times, the steps the replica's)."""
     copies = np.tile(np.arange(k), len(rec_int))
     ints = np.repeat(rec_int, k, axis=0)
     ints[:, 0] += copies * workers
     ints[:, 2] *= k
     times = np.repeat(rec, k, axis=0)
+    scaled = totals.copy()
+    scaled[1:3] *= k
+    if sync:
+        return ints, times, step_ends, scaled
     extra = k * len(step_ends) - total
     if extra:
         ints, times = ints[:-extra], times[:-extra]
-    scaled = totals.copy()
-    scaled[1:3] *= k
     return ints, times, np.repeat(step_ends, k)[:total], scaled
