@@ -138,7 +138,7 @@ def replica_note(points: Sequence[str]) -> str:
     """The line naming the points a replica of part of their cluster timed."""
     return (
         f"timed {', '.join(points)} on a replica of part of the cluster, a bounded engine "
-        "(large asynchronous parameter-server jobs; its measured error: "
+        "(large parameter-server jobs; its measured error: "
         "docs/performance.md); --set sim.timing=exact times every worker"
     )
 

@@ -21,8 +21,8 @@ class SimSpec(Strict):
     # timed_steps)
     timed_steps: Annotated[int, Field(ge=1)] | Literal["all", "auto"] | None = "auto"
     # `auto`: a bounded engine (its error against the exact one measured, documented)
-    # times the points of the class it was measured on: large asynchronous
-    # parameter-server jobs, on a replica of part of the cluster
+    # times the points of the class it was measured on: large parameter-server
+    # jobs, on a replica of part of the cluster
     # (sim/strategies/parameter_server/replica.py); `exact`: every worker, every event
     timing: Literal["auto", "exact"] = "auto"
 

@@ -1,4 +1,4 @@
-"""Asynchronous parameter servers on a replica of the cluster: the bounded engine.
+"""Parameter servers on a replica of part of the cluster: the bounded engine.
 
 Under dedicated servers, the links that carry the flows of several hosts are the servers'
 NICs and the switch core (`Topology.shared_by_hosts`); every other link a flow crosses
@@ -7,18 +7,19 @@ of their capacity, each copy's workers drawing the same compute times: max-min f
 gives every copy's flows the rates the small job's get, so the whole job runs as the small
 one does, k times over. The replica runs that small job on the compiled engine, exactly,
 and puts its records down k times (worker w of the replica's N / k is also worker
-w + N / k, w + 2 N / k, ...; their updates land at its instants, its staleness k times
-over, the bytes k times over).
+w + N / k, w + 2 N / k, ...; asynchronously their updates land at its instants, its
+staleness k times over; the bytes k times over).
 
 The whole job's workers draw their compute times independently, so it is not exact: its
 error against the exact engine (throughput, step-time mean and p99) is measured on large
 random jobs, the bundled scenarios and the benchmark's cases (`tools/bounded_error.py`,
-docs/performance.md). It runs only where the replica keeps `REPLICA_WORKERS` workers
-or more, asynchronously, without a staleness bound, persistent stragglers, a target,
-checkpoints or failures (which couple a worker to the slowest, to its own index, or to
-the run's clock), and without an oversubscribed core (one link every flow crosses,
-where the measured error went past the bound); `sim.timing: exact` times every
-worker.
+docs/performance.md). It runs only where the replica keeps `REPLICA_WORKERS` workers or
+more, without persistent stragglers, a target, checkpoints or failures (which tie a
+worker to its own index or to the run's clock) and without an oversubscribed core (one
+link every flow crosses, where the measured error went past the bound); asynchronously
+without a staleness bound; synchronously without backup workers or hiccups, and where
+its slowest worker stays as slow as the job's (`holds`). `sim.timing: exact` times
+every worker.
 """
 
 from __future__ import annotations
