@@ -36,7 +36,17 @@ def test_the_eight_device_cases_are_the_shape_they_name() -> None:
         for case in CASES
         if "128x8x64" in case.name
     }
-    assert set(shapes) == {"ps-sync-128x8x64", "ps-async-128x8x64-equal"}
+    assert set(shapes) == {
+        "ps-sync-128x8x64",
+        "ps-async-128x8x64-equal",
+        "ps-sync-128x8x64-exact",
+        "ps-async-128x8x64-equal-exact",
+    }
+    for name in ("ps-sync-128x8x64", "ps-async-128x8x64-equal"):
+        # the exact engine's twin: the same job, every worker timed
+        twin = shapes[f"{name}-exact"]
+        assert twin.sim.timing == "exact" and shapes[name].sim.timing == "auto"
+        assert twin.model_copy(update={"sim": shapes[name].sim}) == shapes[name]
     sync, equal = shapes["ps-sync-128x8x64"], shapes["ps-async-128x8x64-equal"]
     for spec in (sync, equal):
         assert (spec.cluster.hosts, spec.cluster.devices_per_host) == (128, 8)

@@ -30,6 +30,14 @@ PLAN_1000 = (
     "plan.search.method=grid",
 )
 SPARK = ("--master", "local[2]")
+#: the exact engine alone (`sim.timing: auto` lets the replica time large PS jobs)
+EXACT = "sim.timing=exact"
+#: the parameter-server target cases as `simulate` runs them, and on the exact engine:
+#: (name suffix, what it adds, sets, the target's seconds)
+TWINS: tuple[tuple[str, str, tuple[str, ...], float | None], ...] = (
+    ("", "", (), 20.0),
+    ("-exact", ", exact engine", (EXACT,), None),
+)
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,7 @@ CASES = [
                 f"strategy.servers={n // 16}",
                 "strategy.partition=round_robin",
                 "training.steps=100",
+                EXACT,
             ),
             families=(
                 ("ps sync, workers (servers = workers / 16)", n),
@@ -193,6 +202,7 @@ CASES = [
                 "strategy.servers=8",
                 "strategy.partition=round_robin",
                 "training.steps=100",
+                EXACT,
             ),
             families=(("ps sync, workers (8 servers)", n),),
         )
@@ -226,50 +236,66 @@ CASES = [
             "strategy.partition=round_robin",
             "strategy.sync=false",
             "training.steps=1024",
+            EXACT,
         ),
     ),
-    Case(
-        "ps-async-1024x64-equal",
-        "asynchronous PS, 1,024 workers, 64 servers, 102,400 updates (the sync case's samples)",
-        PS,
-        (
-            "cluster.hosts=1024",
-            "strategy.servers=64",
-            "strategy.partition=round_robin",
-            "strategy.sync=false",
-            "training.steps=102400",
-        ),
-        20.0,
+    *(
+        Case(
+            f"ps-async-1024x64-equal{suffix}",
+            "asynchronous PS, 1,024 workers, 64 servers, 102,400 updates (the sync case's "
+            f"samples){what}",
+            PS,
+            (
+                "cluster.hosts=1024",
+                "strategy.servers=64",
+                "strategy.partition=round_robin",
+                "strategy.sync=false",
+                "training.steps=102400",
+                *sets,
+            ),
+            target,
+        )
+        for suffix, what, sets, target in TWINS
     ),
-    Case(
-        "ps-sync-1024x64",
-        "synchronous PS, 1,024 workers, 64 servers, 100 steps",
-        PS,
-        (
-            "cluster.hosts=1024",
-            "strategy.servers=64",
-            "strategy.partition=round_robin",
-            "training.steps=100",
-        ),
-        10.0,
-        families=(("ps sync, workers (servers = workers / 16)", 1024),),
+    *(
+        Case(
+            f"ps-sync-1024x64{suffix}",
+            f"synchronous PS, 1,024 workers, 64 servers, 100 steps{what}",
+            PS,
+            (
+                "cluster.hosts=1024",
+                "strategy.servers=64",
+                "strategy.partition=round_robin",
+                "training.steps=100",
+                *sets,
+            ),
+            target and 10.0,
+            families=(("ps sync, workers (servers = workers / 16)", 1024),) if sets else (),
+        )
+        for suffix, what, sets, target in TWINS
     ),
-    Case(
-        "ps-sync-128x8x64",
-        "synchronous PS, ResNet-50 on 128 hosts x 8 V100 (NVLink 2, 25 GbE), 64 dedicated "
-        "servers, 100 steps",
-        PS_HOSTS,
-        (),
-        10.0,
-        target_bytes=1e9,
+    *(
+        Case(
+            f"ps-sync-128x8x64{suffix}",
+            "synchronous PS, ResNet-50 on 128 hosts x 8 V100 (NVLink 2, 25 GbE), 64 dedicated "
+            f"servers, 100 steps{what}",
+            PS_HOSTS,
+            sets,
+            target and 10.0,
+            target_bytes=1e9,
+        )
+        for suffix, what, sets, target in TWINS
     ),
-    Case(
-        "ps-async-128x8x64-equal",
-        "same, asynchronous, 102,400 updates (the synchronous case's samples)",
-        PS_HOSTS,
-        ("strategy.sync=false", "training.steps=102400"),
-        20.0,
-        target_bytes=1e9,
+    *(
+        Case(
+            f"ps-async-128x8x64-equal{suffix}",
+            f"same, asynchronous, 102,400 updates (the synchronous case's samples){what}",
+            PS_HOSTS,
+            ("strategy.sync=false", "training.steps=102400", *sets),
+            target,
+            target_bytes=1e9,
+        )
+        for suffix, what, sets, target in TWINS
     ),
     Case(
         "plan-1000",
