@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import make_spec
 
+from sim import runner
 from sim.costs.compute import ComputeModel
 from sim.engine.metrics import summarize
 from sim.runner import baseline_throughput, simulate_point
@@ -146,6 +147,18 @@ def test_scaling_efficiency_at_most_one(strategy: dict, jitter: float) -> None:
 def test_one_worker_baseline_is_pure_compute() -> None:
     spec = make_spec(**{"cluster.hosts": 8})
     assert baseline_throughput(spec) == pytest.approx(10 / COMPUTE)
+
+
+def test_a_long_runs_baseline_times_its_first_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    # one worker's steps share nothing: their mean over the first 400 steps is the mean
+    # over all 20,000 within the jitter's standard error (0.2 / sqrt(400) = 1%)
+    spec = make_spec(**{"stragglers.jitter": 0.2, "training.steps": 20_000})
+    every = baseline_throughput(spec)
+    assert every == pytest.approx(10 / COMPUTE, rel=0.005)  # 0.14% standard error
+    monkeypatch.setattr(runner, "BASELINE_STEPS", 400)
+    monkeypatch.setattr(runner, "_BASELINES", {})
+    first = baseline_throughput(spec)
+    assert first != every and first == pytest.approx(every, rel=0.03)
 
 
 def test_same_seed_same_results_other_seed_differs() -> None:
