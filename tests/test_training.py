@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from conftest import make_spec
 
-from sim import runner
+from sim import baseline
+from sim.baseline import baseline_throughput
 from sim.costs.compute import ComputeModel
 from sim.engine.metrics import summarize
-from sim.runner import baseline_throughput, simulate_point
+from sim.runner import simulate_point
 from sim.simulation import Simulation
 
 B = 10e9 / 8  # 10 Gbit/s
@@ -155,8 +156,8 @@ def test_a_long_runs_baseline_times_its_first_steps(monkeypatch: pytest.MonkeyPa
     spec = make_spec(**{"stragglers.jitter": 0.2, "training.steps": 20_000})
     every = baseline_throughput(spec)
     assert every == pytest.approx(10 / COMPUTE, rel=0.005)  # 0.14% standard error
-    monkeypatch.setattr(runner, "BASELINE_STEPS", 400)
-    monkeypatch.setattr(runner, "_BASELINES", {})
+    monkeypatch.setattr(baseline, "BASELINE_STEPS", 400)
+    monkeypatch.setattr(baseline, "_BASELINES", {})
     first = baseline_throughput(spec)
     assert first != every and first == pytest.approx(every, rel=0.03)
 
