@@ -39,6 +39,9 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from bench_cases import CASES  # noqa: E402
 
 from results.files import write_atomic  # noqa: E402
 from scenarios import load  # noqa: E402
@@ -51,14 +54,14 @@ from sim.strategies.parameter_server import replica  # noqa: E402
 #: the bound the issue sets: throughput and mean step time, p99
 BOUND = {"throughput": 1.0, "mean": 1.0, "p99": 3.0}
 SCENARIOS = ("scenarios/library", "scenarios/validation")
-WIDE = ("cluster.hosts=1024", "strategy.servers=64", "strategy.partition=round_robin")
-ASYNC = ("strategy.sync=false", "training.steps=102400")
-BENCH = {
-    "ps-sync-1024x64": ("tests/benchmarks/ps-inception3.yaml", (*WIDE, "training.steps=100")),
-    "ps-sync-128x8x64": ("tests/benchmarks/ps-resnet50-128x8.yaml", ()),
-    "ps-async-1024x64-equal": ("tests/benchmarks/ps-inception3.yaml", (*WIDE, *ASYNC)),
-    "ps-async-128x8x64-equal": ("tests/benchmarks/ps-resnet50-128x8.yaml", ASYNC),
-}
+#: the benchmark's parameter-server target cases (tools/bench_cases.py), as it runs them
+TARGETS = (
+    "ps-sync-1024x64",
+    "ps-sync-128x8x64",
+    "ps-async-1024x64-equal",
+    "ps-async-128x8x64-equal",
+)
+BENCH = {case.name: case for case in CASES if case.name in TARGETS}
 ITERATIONS = 30  # a worker's updates in each case but the benchmark's
 
 
@@ -198,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_bundled:
         cases += bundled()
     if args.bench:
-        for name, (path, sets) in BENCH.items():
-            cases.append((name, load(ROOT / path, sets).points[0].spec))
+        for name, bench in BENCH.items():
+            cases.append((name, load(ROOT / bench.scenario, bench.sets).points[0].spec))
     rows = []
     for case, spec in cases:
         row = measure(case, spec, noise=args.noise and case not in BENCH)
