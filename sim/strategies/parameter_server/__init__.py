@@ -4,4 +4,4 @@
 host aggregation (`hosts.py`, `asynchronous_hosts.py`), joined by `training.py`; and the
 compiled engine beside them: `lockstep.py` prepares its arrays, `spans.py` runs
 synchronous jobs in spans of steps, `kernel/` is its numba loop and handlers, and
-`replica.py` times large asynchronous jobs as copies of a part of them (bounded)."""
+`replica.py` times large jobs as copies of a part of them (bounded)."""

@@ -42,7 +42,7 @@ to rounding; the tests compare them on random jobs
 `eligible` says what runs here: parameter servers on the flow network, synchronous with
 `sync_scope: step` or asynchronous, and
 without host aggregation, failures, a trace or a calibration profile. Everything else
-runs on the event engine. Large asynchronous jobs of the class `replica.py` names run,
+runs on the event engine. Large jobs of the class `replica.py` names run,
 under `sim.timing: auto`, as copies of a replica of part of the cluster, timed here.
 """
 
