@@ -31,17 +31,26 @@ those SimPy processes do, event for event:
 * synchronously without backup workers, where no link carries both pulls and pushes,
   the pulls of every step after the first arrive when the first step's did after their
   start: the engine moves the first step's pulls on the network and replays their
-  arrivals (`_replays_pulls` says why that is exact).
+  arrivals (`_replays_pulls` says why that is exact);
+* with `local_aggregation` on hosts of several devices the members are the hosts, each
+  pulling and pushing from its first device (`hosts.py`, `asynchronous_hosts.py`):
+  the engine moves a host's pulls and pushes on the network, and what happens inside
+  the host in between (its chain's broadcasts, its devices' compute, its reduces)
+  depends on nothing else, so it is computed in closed form once the host's last pull
+  is in (`kernel/hosts.py`); each device gets its record.
 
 Events at the same instant run in SimPy's order (time, then urgency, then the order they
 were scheduled), and every time is computed with the event engine's additions (the
 queues' shares and virtual clocks: to rounding), so both engines give the same records
 to rounding; the tests compare them on random jobs
-(tests/test_ps_lockstep.py).
+(tests/test_ps_lockstep.py, tests/test_ps_lockstep_hosts.py: a host's devices' records
+of a step come in the order the host's do, where the event engine writes them in the
+order the devices finished computing).
 
 `eligible` says what runs here: parameter servers on the flow network, synchronous with
-`sync_scope: step` or asynchronous, and
-without host aggregation, failures, a trace or a calibration profile. Everything else
+`sync_scope: step` or asynchronous, host aggregation included but for synchronous
+backup workers (a late host's reduce may then still cross its chain while it broadcasts
+its next step), without failures, a trace or a calibration profile. Everything else
 runs on the event engine. Large jobs of the class `replica.py` names run,
 under `sim.timing: auto`, as copies of a replica of part of the cluster, timed here.
 """
@@ -73,7 +82,7 @@ def eligible(sim: Simulation) -> bool:
     servers = sim.costs.servers
     return (
         (strategy.sync_scope == "step" or not strategy.sync)
-        and not (strategy.local_aggregation and sim.topology.devices_per_host > 1)
+        and not (_hosted(sim) > 1 and strategy.sync and strategy.backup_workers)
         and spec.sim.network_model == "flow"
         and spec.cluster.profile is None
         and sim.compute_rate is None
@@ -111,12 +120,15 @@ def _timed(sim: Simulation) -> Joined:
     topo = sim.topology
     # the server group and the groups a step moves, as the event engine makes them
     servers, dataflow = server_parts(sim, _no_processes)
-    n, total = sim.workers, sim.total_steps
+    # the members: the workers, or the hosts where their devices aggregate first
+    devices = _hosted(sim)
+    n, total = sim.workers // devices, sim.total_steps
     shards = len(servers.nodes)
     groups = dataflow.groups
     parts = np.array([g.nbytes for g in groups], dtype=float).reshape(len(groups), shards)
+    chain_bytes = np.array([sum(g.nbytes) for g in groups], dtype=float)
     pull_paths, pull_latency, pull_inter, push_paths, push_latency, push_inter = _routes(
-        sim, servers.nodes
+        sim, servers.nodes, devices
     )
     capacity = topo.capacity
     if servers.ceiling is not None:
@@ -124,7 +136,9 @@ def _timed(sim: Simulation) -> Joined:
             capacity, servers.ceiling, servers.nodes, pull_paths, pull_inter, push_paths,
             push_inter,
         )
-    times, ints = _settings(sim, dataflow, _replays_pulls(sim, pull_paths, push_paths))
+    times, ints = _settings(
+        sim, dataflow, _replays_pulls(sim, pull_paths, push_paths), devices
+    )
     forward_s = np.array([g.forward_s for g in groups], dtype=float)
     backward_s = np.array([g.backward_s for g in groups], dtype=float)
     # the flows in flight at once: a worker's pulls or pushes of one step (with backup
@@ -136,8 +150,9 @@ def _timed(sim: Simulation) -> Joined:
     ) -> spans.SpanResult:
         """`steps` steps (asynchronously, updates) from time zero: the records written
         (-1: a worker went past its factors), the records, step ends and totals."""
-        # a record per worker-step; asynchronously, per update (the run stops at the last)
-        room = n * steps if sim.spec.strategy.sync else steps + n
+        # a record per worker-step; asynchronously, per update (the run stops at the
+        # last); a host's records are its devices'
+        room = (n * steps if sim.spec.strategy.sync else steps + n) * devices
         rec_int = np.zeros((room, 3), dtype=np.int64)
         rec = np.zeros((room, 6))
         totals = spans.new_totals()
@@ -145,8 +160,8 @@ def _timed(sim: Simulation) -> Joined:
         work = flowkernel.scratch(len(capacity), 2 * n * int(flows) + 1, pull_paths.shape[2])
         rows = loop.run(
             capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,
-            push_inter, parts, forward_s, backward_s, factors, delays, times, ints, rec_int,
-            rec, step_ends, totals, work,
+            push_inter, parts, forward_s, backward_s, chain_bytes, factors, delays, times,
+            ints, rec_int, rec, step_ends, totals, work,
         )  # fmt: skip
         return rows, rec_int, rec, step_ends, totals
 
@@ -160,7 +175,10 @@ def _timed(sim: Simulation) -> Joined:
     drawn = min(total, 2 * -(-total // n) + 16)
     while True:
         rows, rec_int, rec, step_ends, totals = kernel(
-            sim.stragglers.factors(n, drawn), sim.stragglers.delays(n, drawn), ints, total
+            sim.stragglers.factors(sim.workers, drawn),
+            sim.stragglers.delays(sim.workers, drawn),
+            ints,
+            total,
         )
         if rows >= 0:
             break
@@ -168,19 +186,41 @@ def _timed(sim: Simulation) -> Joined:
     return rec_int[:rows], rec[:rows], step_ends, totals
 
 
-def _routes(sim: Simulation, nodes: list[int]) -> tuple[np.ndarray, ...]:
-    """Each worker's pull from and push to each shard: the links (padded with -1), the
-    latency and whether it crosses hosts, as the kernel takes them."""
-    topo = sim.topology
-    n, shards = sim.workers, len(nodes)
+def _hosted(sim: Simulation) -> int:
+    """The devices each member aggregates: a host's with `local_aggregation` (then the
+    members are the hosts, `kernel/hosts.py`), else 1."""
+    devices = sim.topology.devices_per_host
+    return devices if sim.spec.strategy.local_aggregation and devices > 1 else 1
 
-    def by_worker(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+
+def _routes(sim: Simulation, nodes: list[int], devices: int) -> tuple[np.ndarray, ...]:
+    """Each member's pull from and push to each shard (a host's: its first device's):
+    the links (padded with -1), the latency and whether it crosses hosts, as the kernel
+    takes them."""
+    topo = sim.topology
+    n, shards = sim.workers // devices, len(nodes)
+
+    def by_member(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
         paths, latency, inter = topo.routes(pairs)
         return paths.reshape(n, shards, -1), latency.reshape(n, shards), inter.reshape(n, shards)
 
-    pulls = by_worker([(shard, w) for w in range(n) for shard in nodes])
-    pushes = by_worker([(w, shard) for w in range(n) for shard in nodes])
+    pulls = by_member([(shard, m * devices) for m in range(n) for shard in nodes])
+    pushes = by_member([(m * devices, shard) for m in range(n) for shard in nodes])
     return (*pulls, *pushes)
+
+
+def _chain(sim: Simulation, devices: int) -> tuple[float, float]:
+    """A hop of a host's chain (`hosts.py`): its latency and bytes/s, alike for every hop
+    (each device's ports; 0, 0 without host aggregation)."""
+    if devices == 1:
+        return 0.0, 0.0
+    topo = sim.topology
+    hops = [topo.route(d + 1, d) for d in range(devices - 1)]
+    hops += [topo.route(d, d + 1) for d in range(devices - 1)]
+    rates = {topo.narrowest(hop) for hop in hops}
+    latencies = {hop.latency for hop in hops}
+    assert len(rates) == 1 and len(latencies) == 1, "a host's chain hops differ"
+    return latencies.pop(), rates.pop()
 
 
 def _connections(
@@ -226,12 +266,16 @@ def _replays_pulls(sim: Simulation, pull_paths: np.ndarray, push_paths: np.ndarr
 
 
 def _settings(
-    sim: Simulation, dataflow: Dataflow, replay: bool
+    sim: Simulation, dataflow: Dataflow, replay: bool, devices: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel's seconds (server call, dispatch, update, checkpoint, evaluation) and
-    integers (members a round waits for, warm-up, checkpoint interval, overlap, async,
-    the SSP bound or -1, the evaluation interval held by a barrier or 0, whether later
-    steps' pulls replay the first's, the queues' rule)."""
+    """The kernel's seconds and rates: server call, dispatch, update (synchronous;
+    asynchronous: a closure's own update, after its push), checkpoint, evaluation, a
+    host's chain hop's latency and bytes/s; and integers: members a round waits for,
+    warm-up steps, checkpoint interval (0: none), overlap (0 / 1), asynchronous (0 / 1),
+    the SSP bound (-1: none), the updates between evaluations behind the barrier (0:
+    none; their seconds: times[4]), whether every step's pulls after the first replay
+    its (0 / 1), the rule the network's queues follow (`kernel/queues.py`: SHARE_RULE,
+    BUDGET_RULE), the devices a member aggregates (1: none; `kernel/hosts.py`)."""
     strategy = sim.spec.strategy
     costs = sim.costs.servers
     update_s = costs.update_s if strategy.sync else costs.apply_s
@@ -250,11 +294,12 @@ def _settings(
             update_s,
             sim.costs.checkpoint_s,
             sim.costs.evaluation_s,
+            *_chain(sim, devices),
         ]
     )
     ints = np.array(
         [
-            sim.workers - strategy.backup_workers,
+            sim.workers // devices - strategy.backup_workers,
             sim.warmup,
             sim.checkpoint_every or 0,
             int(dataflow.overlap),
@@ -263,6 +308,7 @@ def _settings(
             every_evaluation,
             int(replay),
             _rule(sim),
+            devices,
         ],
         dtype=np.int64,
     )

@@ -54,6 +54,7 @@ def factor(sim: Simulation) -> int:
         or spec.training.target is not None
         or sim.checkpoint_every
         or spec.failures
+        or (strategy.local_aggregation and spec.cluster.devices_per_host > 1)
     ):
         return 1
     if strategy.sync:  # a round waits for the slowest: no drops, no rare hiccups

@@ -57,12 +57,12 @@ W_BEGIN = 0  # a step begins
 W_PREVIOUS = 1  # resumed by the previous step's update
 W_DISPATCH = 2  # the closure's dispatch
 W_PULLS = 3  # its pulls start
-W_GATE = 4  # resumed: every pull arrived (without overlap)
+W_GATE = 4  # resumed: every pull arrived (without overlap, or a host's)
 W_FORWARD = 5  # the forward of group g, once it has arrived
 W_PULLED = 6  # resumed: group g's pull arrived
 W_FORWARD_DONE = 7  # group g's forward computed
-W_BACKWARD = 8  # the backward of group g
-W_BACKWARD_DONE = 9  # group g's backward computed: its push
+W_BACKWARD = 8  # the backward of group g (a host: its reduce)
+W_BACKWARD_DONE = 9  # group g's backward computed (a host: reduced): its push
 W_COMPUTED = 10  # forward and backward done
 W_PUSHED = 11  # resumed: every push arrived
 W_RECORD = 12  # resumed: the step's update is applied
@@ -97,10 +97,11 @@ LAST, NETBYTES, WAKE_AT = 0, 1, 2
 # arrived, whether the step's all_of(pushes) exists, pulls arrived, dropped (0 / 1),
 # updates before its pull (asynchronous), staleness, iterations finished (SSP), the SSP
 # waiters in order (by position, not worker) and the iteration each waits to start, the
-# next worker waiting for the same update, the next waiting at the same gate
+# next worker waiting for the same update, the next waiting at the same gate, the device
+# a host's record of its step starts at (its chief's checkpoint: its others recorded)
 (WS, WSTEP, WG, WPUSHES, WPUSHED, WAWAITED, WPULLS, WDROPPED, WVERSION, WSTALE, WITER,
- SSPW, SSPIT, WAITNEXT, GATENEXT) = range(15)
-N_WI = 15
+ SSPW, SSPIT, WAITNEXT, GATENEXT, WRECORDED) = range(16)
+N_WI = 16
 # `wf`, a worker's floats: the step's start, its pulls' start and end, its pushes' start
 # (nan: none yet) and end, its compute's end, its stall, when it began to wait, the
 # hiccup still to add (to the first forward group)

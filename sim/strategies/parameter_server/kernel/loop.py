@@ -84,6 +84,7 @@ from .calendar import (
     schedule,
 )
 from .flows import arrived, started
+from .hosts import N_SCRATCH
 from .net import net_state, network_event, progress, start
 from .rounds import coordinate, evaluation, waiters
 from .transfers import transfer_arrived
@@ -91,13 +92,15 @@ from .workers import resume_worker
 
 
 @njit(cache=True)
-def new_state(n, shards, groups, total, parts, every, room, replay):  # type: ignore[no-untyped-def]
+def new_state(n, shards, groups, total, parts, every, room, replay, devices):  # type: ignore[no-untyped-def]
     """The engine's state at the start (`calendar.py` names its rows),
     then the flows done (transfer, its order, and two rows to sort them by it), each
     worker's pulls arrived by group and parts of a push not arrived by shard, each
     step's members and counters fired by shard, each worker's groups' arrival after its
-    pulls' start. `room`: the flows that may be in flight at once; `replay`: whether
-    later steps' pulls replay the first's."""
+    pulls' start; with host aggregation (the workers are hosts of `devices` devices),
+    each host's pulls' arrival and reduces' end by group, its devices' compute end and
+    stall, and a host's scratch (`hosts.py`). `room`: the flows that may be in flight
+    at once; `replay`: whether later steps' pulls replay the first's."""
     most = room + 16  # flows, waiting flows, instants, transfers
     c = np.zeros(N_COUNTERS, dtype=np.int64)
     c[NPFREE] = most
@@ -135,31 +138,35 @@ def new_state(n, shards, groups, total, parts, every, room, replay):  # type: ig
             steps, parts_of_shard, np.empty((4, most), dtype=np.int64),
             np.zeros((n, groups), dtype=np.bool_), np.zeros((n, shards), dtype=np.int64),
             np.zeros((total, shards), dtype=np.int64), np.zeros((total, shards), dtype=np.bool_),
-            np.zeros((n, groups)))
+            np.zeros((n, groups)), np.zeros((n, groups)), np.zeros((n, groups)),
+            np.zeros((2, n * devices)), np.zeros((N_SCRATCH, groups)))
 
 
 @njit(cache=True)
 def model(pull_latency, pull_inter, push_latency, push_inter, forward_s, backward_s,  # type: ignore[no-untyped-def]
-          factors, delays):
-    """The model's arrays stacked in pairs: a pull's and a push's latency and whether it
-    leaves the host, each group's forward and backward, the factors and delays."""
+          chain_bytes, factors, delays):
+    """The model's arrays stacked: a pull's and a push's latency and whether it
+    leaves the host, each group's forward, backward and bytes (down and up a host's
+    chain), the factors and delays."""
     latency = np.empty((2,) + pull_latency.shape)
     inter = np.empty((2,) + pull_inter.shape, dtype=pull_inter.dtype)
-    compute = np.empty((2,) + forward_s.shape)
+    compute = np.empty((3,) + forward_s.shape)
     jitter = np.empty((2,) + factors.shape)
     latency[0], latency[1], inter[0], inter[1] = pull_latency, push_latency, pull_inter, push_inter
-    compute[0], compute[1], jitter[0], jitter[1] = forward_s, backward_s, factors, delays
+    compute[0], compute[1], compute[2] = forward_s, backward_s, chain_bytes
+    jitter[0], jitter[1] = factors, delays
     return latency, inter, compute, jitter
 
 
 @njit(cache=True)
 def begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,  # type: ignore[no-untyped-def]
-          push_inter, parts, forward_s, backward_s, factors, delays, ints, total, work):
+          push_inter, parts, forward_s, backward_s, chain_bytes, factors, delays, ints,
+          total, work):
     """The engine's state, its network's and its model's arrays, its calendar, and the
     calendar's counts with room for the workers an entry resumes, as `run` takes them."""
     n, shards = pull_paths.shape[:2]
     state = new_state(n, shards, parts.shape[0], total, parts, ints[6], work[8].shape[0],
-                      ints[7] != 0)
+                      ints[7] != 0, ints[9])
     most = state[4].shape[1]
     network = net_state(capacity, pull_paths, push_paths, state[8], most, ints[8])
     # the calendar's room: an entry per instant flows start at and per transfer arrived
@@ -167,7 +174,7 @@ def begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_laten
     # the counters of a step or two per shard
     room = 2 * most + 4 * n + 4 * shards + 64
     return (state, network, model(pull_latency, pull_inter, push_latency, push_inter,
-                                  forward_s, backward_s, factors, delays),
+                                  forward_s, backward_s, chain_bytes, factors, delays),
             (np.zeros(room), np.zeros((room, 5), dtype=np.int64)),
             (np.zeros(2, dtype=np.int64), np.empty(n, dtype=np.int64)))
 
@@ -184,33 +191,33 @@ def close(totals, c, fl):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,  # type: ignore[no-untyped-def]
-        push_inter, parts, forward_s, backward_s, factors, delays, times, ints, rec_int,
-        rec, step_ends, totals, work):
+        push_inter, parts, forward_s, backward_s, chain_bytes, factors, delays, times, ints,
+        rec_int, rec, step_ends, totals, work):
     """The job from its start to every worker's last step; returns the records written.
 
     pull_paths, push_paths: (workers, shards, max path) links of each worker's route
     from and to each shard, with their latency and whether they leave the host; parts:
-    (groups, shards) bytes; forward_s, backward_s: each group's compute; factors,
-    delays: (workers, steps) jitter x slowness and hiccups; times: call, dispatch,
-    update (synchronous; asynchronous: a closure's own update, after its push),
-    checkpoint seconds; ints: workers a round needs, warm-up steps, checkpoint interval
-    (0: none), overlap (0 / 1), asynchronous (0 / 1), the SSP bound (-1: none), the
-    updates between evaluations behind the barrier (0: none; their seconds: times[4]),
-    whether every step's pulls after the first replay its (0 / 1), the rule the
-    network's queues follow (`queues.py`: SHARE_RULE, BUDGET_RULE).
+    (groups, shards) bytes; forward_s, backward_s: each group's compute; chain_bytes:
+    each group's bytes down and up a host's chain (host aggregation); factors, delays:
+    (devices, steps) jitter x slowness and hiccups; times, ints: the job's seconds and
+    settings, as `lockstep._settings` lists them (ints[9]: the devices a host aggregates,
+    1: none; else the workers of the routes are hosts, each from its first device).
 
-    Writes records into rec_int (worker, step, staleness) and rec (start, compute_end,
-    comm_end, end, comm_s, stall), each step's (update's) end into step_ends, and totals:
+    Writes records (a host's: each device's) into rec_int (worker, step, staleness) and
+    rec (start, compute_end, comm_end, end, comm_s, stall), step (update) ends into
+    step_ends, and totals:
     the measurement's start (time, bytes on the network), bytes on the network, dropped
     gradients, those of measured steps, checkpoints, the last one (steps held, time)."""
     n, shards = pull_paths.shape[:2]
     groups = parts.shape[0]
     keep = begin(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency,
-                 push_inter, parts, forward_s, backward_s, factors, delays, ints,
-                 step_ends.shape[0], work)
+                 push_inter, parts, forward_s, backward_s, chain_bytes, factors, delays,
+                 ints, step_ends.shape[0], work)
     # all the loop hands around, unmanaged (`sim/network/unmanaged.py`); `keep` owns it
+    state = unmanaged_all(keep[0])
     (c, fl, wi, wf, slots, slotf, slot_of, steps, parts_of_shard, finished, pull_triggered,
-     parts_left, members, counter_fired, pulled_after) = unmanaged_all(keep[0])
+     parts_left, members, counter_fired, pulled_after, pull_at) = state[:16]
+    hosted = state[15:]  # a host's pulls' arrival, reduces' end, devices, scratch
     finished_slots, finished_ids = finished[0], finished[1]
     net = unmanaged_all(keep[1])
     latency, inter, compute, jitter = unmanaged_all(keep[2])
@@ -243,7 +250,7 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
         elif kind == BATCH:
             resume[0] = transfer_arrived(a, now, ints, groups, wi, wf, c, slots, parts_left,
                                          counter_fired, members, pull_triggered,
-                                         pulled_after, heap, seq)
+                                         pulled_after, pull_at, heap, seq)
             n_resume = 1 if resume[0] >= 0 else 0
         elif kind in (EVALUATE, EVALUATED):
             evaluation(kind, now, ints, times, c, heap, seq)
@@ -260,6 +267,6 @@ def run(capacity, pull_paths, pull_latency, pull_inter, push_paths, push_latency
             resume_worker(resume[r], now, ints, times, parts, latency, inter, compute, jitter,
                           parts_of_shard, totals, step_ends, rec_int, rec, c, fl, wi, wf,
                           steps, slots, slotf, slot_of,
-                          parts_left, pull_triggered, pulled_after, heap, seq)
+                          parts_left, pull_triggered, pulled_after, hosted, heap, seq)
     # `keep` is alive until here
     return close(totals, c, fl) + 0 * keep[0][0].size

@@ -54,6 +54,7 @@ from .calendar import (
     WPULL1,
     WPUSH0,
     WPUSH1,
+    WRECORDED,
     WS,
     WSTALE,
     WSTALL,
@@ -153,9 +154,11 @@ def checkpointed(w, now, c, wi, totals):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def apply_update(w, step, now, ints, times, c, fl, wi, step_ends, totals, heap, seq):  # type: ignore[no-untyped-def]
+def apply_update(w, step, now, ints, times, c, fl, wi, wf, step_ends, totals, dev, rec_int,  # type: ignore[no-untyped-def]
+                 rec, heap, seq):
     """Asynchronous: Simulation.apply_update, then the chief's checkpoint if one is due;
-    returns whether the worker waits for it."""
+    returns whether the worker waits for it. A host's devices but its chief record
+    their step now (the chief's checkpoint stalls the chief alone)."""
     warmup, every, bound, evaluate_every = ints[1], ints[2], ints[5], ints[6]
     total = step_ends.shape[0]
     wi[WSTALE, w] = c[COMPLETED] - wi[WVERSION, w]
@@ -184,7 +187,15 @@ def apply_update(w, step, now, ints, times, c, fl, wi, step_ends, totals, heap, 
         # EvaluationBarrier.applied: the evaluation starts (a process)
         schedule(heap, seq, now, URGENT, EVALUATE, 0, 0)
     wi[WS, w] = W_RECORD
+    if ints[9] > 1 and c[COMPLETED] >= total:
+        # a host's devices record once its update's event is processed: after the
+        # run's end, the last update's, at the same instant
+        wi[WS, w] = W_DONE
+        return True
     if w == 0 and every and c[COMPLETED] // every > c[LASTHELD] // every:
+        if ints[9] > 1:
+            write_records(w, step, now, 1, ints[9], ints[9], dev, c, wi, wf, rec_int, rec)
+            wi[WRECORDED, w] = 1
         wi[WG, w] = c[COMPLETED]  # the updates the checkpoint holds
         wi[WS, w] = W_CHECKPOINTED
         schedule(heap, seq, now + times[3], NORMAL, TIMER, w, 0)
@@ -193,32 +204,48 @@ def apply_update(w, step, now, ints, times, c, fl, wi, step_ends, totals, heap, 
 
 
 @njit(cache=True)
-def record_step(w, step, now, asynchronous, c, wi, wf, rec_int, rec, total, drawn):  # type: ignore[no-untyped-def]
-    """Simulation.record: the pull and push spans, exposed beyond compute; then the
-    worker's next step (returns whether it has none). `drawn`: the steps whose factors
-    and delays were drawn; a worker past them stops the run short (`c[SHORT]`)."""
+def write_records(w, step, now, first, last, devices, dev, c, wi, wf, rec_int, rec):  # type: ignore[no-untyped-def]
+    """Simulation.record of worker w's step, or of a host's devices `first` .. `last` - 1
+    (`devices` > 1), each with its compute end and stall (`dev`): the pull and push
+    spans, exposed beyond compute."""
     rows = c[ROWS]
-    if rows >= rec.shape[0]:
+    if rows + last - first > rec.shape[0]:
         raise RuntimeError("more records than the compiled engine made room for")
-    end = now
-    compute_end = wf[WCOMPUTED, w]
     pull_start, pull_end = wf[WPULL0, w], wf[WPULL1, w]
     push_start, push_end = wf[WPUSH0, w], wf[WPUSH1, w]
+    end = now
     if np.isnan(push_start):
         push_start = end
-    exposed = 0.0
-    exposed += max(0.0, min(pull_end, end) - max(pull_start, compute_end))
-    exposed += max(0.0, min(push_end, end) - max(push_start, compute_end))
-    rec_int[rows, 0] = w
-    rec_int[rows, 1] = step
-    rec_int[rows, 2] = wi[WSTALE, w]
-    rec[rows, 0] = wf[WSTART, w]
-    rec[rows, 1] = compute_end
-    rec[rows, 2] = max(pull_end, push_end)
-    rec[rows, 3] = end
-    rec[rows, 4] = exposed + wf[WSTALL, w]
-    rec[rows, 5] = wf[WSTALL, w]
-    c[ROWS] = rows + 1
+    for d in range(first, last):
+        worker, compute_end, stall = w, wf[WCOMPUTED, w], wf[WSTALL, w]
+        if devices > 1:
+            worker = w * devices + d
+            compute_end, stall = dev[0, worker], dev[1, worker]
+        exposed = 0.0
+        exposed += max(0.0, min(pull_end, end) - max(pull_start, compute_end))
+        exposed += max(0.0, min(push_end, end) - max(push_start, compute_end))
+        rec_int[rows, 0] = worker
+        rec_int[rows, 1] = step
+        rec_int[rows, 2] = wi[WSTALE, w]
+        rec[rows, 0] = wf[WSTART, w]
+        rec[rows, 1] = compute_end
+        rec[rows, 2] = max(pull_end, push_end)
+        rec[rows, 3] = end
+        rec[rows, 4] = exposed + stall
+        rec[rows, 5] = stall
+        rows += 1
+    c[ROWS] = rows
+
+
+@njit(cache=True)
+def record_step(w, step, now, asynchronous, devices, dev, c, wi, wf, rec_int, rec, total,  # type: ignore[no-untyped-def]
+                drawn):
+    """Simulation.record (a host's: of each of its devices not recorded yet), then the
+    worker's next step (returns whether it has none). `drawn`: the steps whose factors
+    and delays were drawn; a worker past them stops the run short (`c[SHORT]`)."""
+    last = 1 if wi[WRECORDED, w] else devices
+    wi[WRECORDED, w] = 0
+    write_records(w, step, now, 0, last, devices, dev, c, wi, wf, rec_int, rec)
     following = step + 1 if asynchronous else max(step + 1, c[GLOBALSTEP])
     if following >= total:
         wi[WS, w] = W_DONE

@@ -69,13 +69,14 @@ def new_transfer(direction, w, g, c, slots):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def start_pulls(w, step, now, overlap, call_s, parts, latency, inter, jitter,  # type: ignore[no-untyped-def]
+def start_pulls(w, step, now, overlap, ints, call_s, parts, latency, inter, jitter,  # type: ignore[no-untyped-def]
                 parts_of_shard, parts_left, pull_triggered, pulled_after, wi, wf, fl, c,
                 slots, slotf, slot_of, heap, seq):
     """Every group's pull (ServerGroup.pull): one transfer each, a flow per shard, or
     past the first step where its pulls are replayed (`PULLS`), its arrival at the
     first step's time after the pulls' start; then the first forward, or (without
-    overlap) the wait for every pull. Returns whether the worker waits."""
+    overlap, or a host: `hosts.py`) the wait for every pull. Returns whether the worker
+    waits."""
     groups, shards = parts.shape
     if c[PULLS] == PULLS_RECORDED and step > 0:
         c[PULLS] = PULLS_REPLAYED  # the first step's pulls have all arrived
@@ -118,7 +119,7 @@ def start_pulls(w, step, now, overlap, call_s, parts, latency, inter, jitter,  #
     wf[WDELAY, w] = jitter[1, w, step]
     wi[WG, w] = 0
     wi[WS, w] = W_FORWARD
-    if overlap:
+    if overlap and ints[9] == 1:
         return False
     wf[WWAITED, w] = now
     wi[WS, w] = W_GATE
@@ -127,16 +128,19 @@ def start_pulls(w, step, now, overlap, call_s, parts, latency, inter, jitter,  #
 
 @njit(cache=True, inline="always")
 def transfer_arrived(slot, now, ints, groups, wi, wf, c, slots, parts_left,  # type: ignore[no-untyped-def]
-                     counter_fired, members, pull_triggered, pulled_after, heap, seq):
+                     counter_fired, members, pull_triggered, pulled_after, pull_at, heap,
+                     seq):
     """A transfer's flows have all arrived (`BATCH`); returns the worker it resumes,
     -1 if none: with overlap, the one waiting for this pull. A pull's arrival in the
-    first step is recorded for the steps that replay it."""
-    overlap, warmup, needed = ints[3] != 0, ints[1], ints[0]
+    first step is recorded for the steps that replay it, and a host's every step for
+    what it does with them (`hosts.py`)."""
+    overlap, warmup, needed = ints[3] != 0 and ints[9] == 1, ints[1], ints[0]
     resumed = -1
     w = slots[XW, slot]
     if slots[XDIR, slot] == PULL:
         g = slots[XG, slot]
         pull_triggered[w, g] = True  # already, unless replayed
+        pull_at[w, g] = now
         if c[PULLS] == PULLS_RECORDED:
             pulled_after[w, g] = now - wf[WPULL0, w]
         wi[WPULLS, w] += 1

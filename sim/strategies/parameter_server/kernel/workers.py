@@ -41,6 +41,7 @@ from .calendar import (
     WDELAY,
     WG,
     WHEAD,
+    WPULL0,
     WPULL1,
     WPUSH0,
     WPUSH1,
@@ -56,6 +57,7 @@ from .calendar import (
     schedule,
 )
 from .flows import add_flow
+from .hosts import host_step
 from .steps import (
     apply_update,
     begin_step,
@@ -135,14 +137,32 @@ def pushed(w, step, now, ints, times, wi, wf, steps, heap, seq):  # type: ignore
     return False
 
 
+@njit(cache=True)
+def host_pulled(w, step, devices, overlap, times, compute, jitter, wi, wf, hosted):  # type: ignore[no-untyped-def]
+    """Host w's pulls are all in (`hosts.py`): `host_step` gives when each group is
+    reduced to its first device, which pushes each then, as a worker pushes each group
+    after its backward (`W_BACKWARD` from the last group). hosted: the hosts' pulls'
+    arrival and reduces' end by group, their devices' compute end and stall, scratch."""
+    pull_at, reduced, dev, scratch = hosted
+    pulled, ready = host_step(w, wf[WPULL0, w], step, devices, overlap, times[5], times[6],
+                              pull_at[w], compute[2], compute, jitter, scratch, reduced[w],
+                              dev)
+    wf[WPULL1, w] = pulled
+    wf[WPUSH0, w] = ready
+    wi[WG, w] = compute.shape[1] - 1
+    wi[WS, w] = W_BACKWARD
+
+
 @njit(cache=True, inline="always")
 def resume_worker(w, now, ints, times, parts, latency, inter, compute, jitter,  # type: ignore[no-untyped-def]
                   parts_of_shard, totals, step_ends, rec_int, rec, c, fl, wi, wf, steps, slots,
-                  slotf, slot_of, parts_left, pull_triggered, pulled_after, heap, seq):
+                  slotf, slot_of, parts_left, pull_triggered, pulled_after, hosted, heap, seq):
     """Runs worker w until it waits again. latency, inter: a pull's (0) and a push's
     (1) latency and whether it leaves the host, per worker and shard; compute: each
-    group's forward (0) and backward (1) seconds; jitter: factors (0) and delays (1)."""
-    overlap, asynchronous = ints[3] != 0, ints[4] != 0
+    group's forward (0) and backward (1) seconds and bytes (2); jitter: factors (0) and
+    delays (1); hosted: with host aggregation (`host_pulled`), the hosts' state."""
+    overlap, asynchronous, devices = ints[3] != 0, ints[4] != 0, ints[9]
+    reduced, dev = hosted[1], hosted[2]
     while True:
         state = wi[WS, w]
         step = wi[WSTEP, w]
@@ -156,9 +176,11 @@ def resume_worker(w, now, ints, times, parts, latency, inter, compute, jitter,  
         elif state in (W_PREVIOUS, W_ADMITTED, W_DISPATCH):
             waits = dispatch(w, state, now, times[1], c, wi, wf, heap, seq)
         elif state == W_PULLS:
-            waits = start_pulls(w, step, now, overlap, times[0], parts, latency, inter, jitter,
-                                parts_of_shard, parts_left, pull_triggered, pulled_after,
-                                wi, wf, fl, c, slots, slotf, slot_of, heap, seq)
+            waits = start_pulls(w, step, now, overlap, ints, times[0], parts, latency, inter,
+                                jitter, parts_of_shard, parts_left, pull_triggered,
+                                pulled_after, wi, wf, fl, c, slots, slotf, slot_of, heap, seq)
+        elif state == W_GATE and devices > 1:
+            host_pulled(w, step, devices, overlap, times, compute, jitter, wi, wf, hosted)
         elif state == W_GATE:
             wf[WSTALL, w] += now - wf[WWAITED, w]
             wi[WS, w] = W_FORWARD
@@ -187,24 +209,27 @@ def resume_worker(w, now, ints, times, parts, latency, inter, compute, jitter,  
             if g < 0:
                 wi[WS, w] = W_COMPUTED
                 continue
-            x = compute[1, g] * jitter[0, w, step] + 0.0
             wi[WS, w] = W_BACKWARD_DONE
+            if devices > 1:  # a host: group g reduced to its first device
+                schedule(heap, seq, reduced[w, g], NORMAL, TIMER, w, 0)
+                return
+            x = compute[1, g] * jitter[0, w, step] + 0.0
             if x > 0:
                 schedule(heap, seq, now + x, NORMAL, TIMER, w, 0)
                 return
         elif state in (W_BACKWARD_DONE, W_COMPUTED):
-            waits = push_and_wait(w, now, overlap, times[0], parts, latency, inter, wi, wf, fl,
-                                  c, slots, slotf, slot_of, heap, seq)
+            waits = push_and_wait(w, now, overlap or devices > 1, times[0], parts, latency,
+                                  inter, wi, wf, fl, c, slots, slotf, slot_of, heap, seq)
         elif state == W_PUSHED:
             waits = pushed(w, step, now, ints, times, wi, wf, steps, heap, seq)
         elif state == W_APPLY:
-            waits = apply_update(w, step, now, ints, times, c, fl, wi, step_ends, totals,
-                                 heap, seq)
+            waits = apply_update(w, step, now, ints, times, c, fl, wi, wf, step_ends,
+                                 totals, dev, rec_int, rec, heap, seq)
         elif state == W_CHECKPOINTED:
             checkpointed(w, now, c, wi, totals)
         elif state == W_RECORD:
-            waits = record_step(w, step, now, asynchronous, c, wi, wf, rec_int, rec,
-                                step_ends.shape[0], jitter.shape[2])
+            waits = record_step(w, step, now, asynchronous, devices, dev, c, wi, wf, rec_int,
+                                rec, step_ends.shape[0], jitter.shape[2])
         else:
             waits = True
         if waits:
