@@ -41,6 +41,8 @@ def test_the_eight_device_cases_are_the_shape_they_name() -> None:
         "ps-async-128x8x64-equal",
         "ps-sync-128x8x64-exact",
         "ps-async-128x8x64-equal-exact",
+        "ps-sync-128x8x64-agg",
+        "ps-async-128x8x64-agg-equal",
     }
     for name in ("ps-sync-128x8x64", "ps-async-128x8x64-equal"):
         # the exact engine's twin: the same job, every worker timed
@@ -54,3 +56,12 @@ def test_the_eight_device_cases_are_the_shape_they_name() -> None:
     # equal samples: one update is one worker's batch, a synchronous step every worker's
     assert equal.training.steps == sync.training.steps * sync.workers
     assert sync.strategy.sync and not equal.strategy.sync
+    # host aggregation: the same jobs, an update a host's devices' batches
+    hosted, hosted_equal = shapes["ps-sync-128x8x64-agg"], shapes["ps-async-128x8x64-agg-equal"]
+    for spec, plain in ((hosted, sync), (hosted_equal, equal)):
+        assert spec.strategy.local_aggregation and not plain.strategy.local_aggregation
+        relaxed = spec.strategy.model_copy(update={"local_aggregation": False})
+        assert relaxed.sync == plain.strategy.sync
+    assert hosted_equal.training.steps * hosted_equal.samples_per_step == (
+        sync.training.steps * sync.samples_per_step
+    )

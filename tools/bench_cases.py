@@ -298,6 +298,24 @@ CASES = [
         for suffix, what, sets, held in TWINS
     ),
     Case(
+        "ps-sync-128x8x64-agg",
+        "same, synchronous, local_aggregation: each host's 8 devices reduce over NVLink "
+        "and push once, 100 steps",
+        PS_HOSTS,
+        ("strategy.local_aggregation=true",),
+        10.0,
+        target_bytes=1e9,
+    ),
+    Case(
+        "ps-async-128x8x64-agg-equal",
+        "same, asynchronous, 12,800 host updates of 8 devices' batches (the synchronous "
+        "case's samples)",
+        PS_HOSTS,
+        ("strategy.local_aggregation=true", "strategy.sync=false", "training.steps=12800"),
+        20.0,
+        target_bytes=1e9,
+    ),
+    Case(
         "plan-1000",
         "trainscale plan: ResNet-50 to 75.9%, 3 AWS instances x 1-128 hosts x 6 strategies "
         "x 7 batches (1,008 candidates, a grid), --jobs 2",
