@@ -17,6 +17,7 @@ from test_ps_lockstep import RTOL, queue_rule
 
 from scenarios import load
 from scenarios.spec import ScenarioSpec
+from sim.engine.convergence import held_by_engine
 from sim.engine.metrics import summarize
 from sim.engine.outcome import StepRecord
 from sim.simulation import Simulation
@@ -213,3 +214,27 @@ def test_backup_workers_stay_on_the_event_engine() -> None:
     assert Simulation(late).engine() is not ps_lockstep
     asynchronous = make_spec(strategy={**ps, "sync": False}, **cluster)
     assert Simulation(asynchronous).engine() is ps_lockstep
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ("cluster.devices_per_host=4", "training.evaluation.every_steps=3"),
+        ("cluster.devices_per_host=3", "training.evaluation.every_steps=1"),
+        ("cluster.devices_per_host=2", "stragglers.jitter=0.2"),
+    ],
+)
+@pytest.mark.parametrize("staleness", ["", ", staleness: 1"])
+def test_evaluation_barrier(sets: tuple[str, ...], staleness: str) -> None:
+    # asynchronous hosts to a target: closures (a host's) up to the next evaluation
+    strategy = (
+        f"{{kind: parameter_server, servers: 1, sync: false, local_aggregation: true{staleness}}}"
+    )
+    scenario = load(
+        ROOT / "scenarios/library/digits-time-to-target.yaml",
+        (f"sweep.strategy=[{strategy}]", *sets),
+    )
+    held = [p.spec for p in scenario.points if held_by_engine(p.spec)]
+    assert held
+    for spec in held:
+        assert_same_records(spec)
