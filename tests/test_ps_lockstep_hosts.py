@@ -2,7 +2,8 @@
 (sim/strategies/parameter_server/kernel/hosts.py): a host's broadcasts, devices and reduces
 against closed forms, and whole jobs, synchronous and asynchronous, against the event
 engine (hosts.py, asynchronous_hosts.py): the same records, step ends and summaries to
-1e-9 relative."""
+1e-9 relative (`test_ps_lockstep.assert_same`; the bundled scenarios' hosts and hosts
+behind the evaluation barrier: `test_ps_lockstep.py`)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT, make_spec
+from conftest import make_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_ps_lockstep import RTOL, queue_rule
+from test_ps_lockstep import JOBS, assert_same, queue_rule, random_job
 
-from scenarios import load
-from scenarios.spec import ScenarioSpec
-from sim.engine.convergence import held_by_engine
-from sim.engine.metrics import summarize
-from sim.engine.outcome import StepRecord
 from sim.simulation import Simulation
 from sim.strategies.parameter_server import lockstep as ps_lockstep
 from sim.strategies.parameter_server.kernel.hosts import BDONE, N_SCRATCH, host_step
@@ -93,116 +89,17 @@ def test_devices_then_reduces_one_after_another(overlap: bool) -> None:
     np.testing.assert_allclose(reduced, [r0, r1], rtol=1e-12)
 
 
-def assert_same_records(spec: ScenarioSpec) -> None:
-    """The compiled engine equals the event engine: step ends, summaries, and every
-    device's records (sorted by step and worker: the engines write a step's records in
-    the order its devices finish, which ties at one instant leave to their last bits)."""
-    compiled, events = Simulation(spec), Simulation(spec, lockstep=False)
-    assert compiled.engine() is ps_lockstep
-    fast, exact = compiled.run(), events.run()
-    np.testing.assert_allclose(fast.step_ends, exact.step_ends, rtol=RTOL, atol=1e-15)
-    a, b = summarize(spec, fast), summarize(spec, exact)
-    assert a.keys() == b.keys()
-    for key, value in b.items():
-        assert a[key] == pytest.approx(value, rel=RTOL, abs=1e-12), key
-    for name in ("checkpoints", "measure_start"):
-        assert getattr(fast, name) == pytest.approx(getattr(exact, name), rel=RTOL), name
-    assert len(fast.records) == len(exact.records)
-
-    def order(records: Any) -> np.ndarray:
-        return np.lexsort((records.column("worker"), records.column("step")))
-
-    mine, theirs = order(fast.records), order(exact.records)
-    for name in StepRecord._fields:
-        np.testing.assert_allclose(
-            np.asarray(fast.records.column(name))[mine],
-            np.asarray(exact.records.column(name))[theirs],
-            rtol=RTOL,
-            atol=1e-15,
-            err_msg=name,
-        )
-
-
 @settings(max_examples=30, deadline=None)
 @given(
-    hosts=st.integers(1, 4),
-    devices=st.integers(2, 4),
-    servers=st.integers(1, 3),
-    placement=st.sampled_from(["dedicated", "colocated"]),
-    partition=st.sampled_from(["round_robin", "greedy", "mxnet"]),
-    fusion=st.sampled_from([None, "4 MB", "1 GiB"]),
-    overlap=st.booleans(),
-    hiccups=st.booleans(),
-    every=st.sampled_from([None, 2]),
-    warmup=st.integers(0, 2),
-    network=st.sampled_from(["10 Gbit/s", "100 Gbit/s"]),
-    stream=st.sampled_from([None, "2 Gbit/s"]),
-    sync=st.booleans(),
-    ssp=st.sampled_from([None, 0, 1]),
     budget=st.booleans(),
+    # hosts of 2 to 4 devices; no backup workers (they run on the event engine); with
+    # jitter, which keeps hosts' updates from tying (the order of those at one instant
+    # is left to the engines' last bits, and with it their staleness)
+    **{**JOBS, "devices": st.integers(2, 4), "backup": st.just(0), "jitter": st.just(0.1)},
 )
-def test_random_jobs(
-    hosts: int,
-    devices: int,
-    servers: int,
-    placement: str,
-    partition: str,
-    fusion: str | None,
-    overlap: bool,
-    hiccups: bool,
-    every: int | None,
-    warmup: int,
-    network: str,
-    stream: str | None,
-    sync: bool,
-    ssp: int | None,
-    budget: bool,
-) -> None:
-    stragglers: dict[str, Any] = {"jitter": 0.1}
-    if hiccups:
-        stragglers["transient"] = {"probability": 0.3, "delay": "5 ms"}
-    strategy: dict[str, Any] = {
-        "kind": "parameter_server",
-        "servers": servers,
-        "placement": placement,
-        "partition": partition,
-        "overlap": overlap,
-        "sync": sync,
-        "local_aggregation": True,
-    }
-    if not sync and ssp is not None:
-        strategy["staleness"] = ssp
-    if fusion is not None:
-        strategy["fusion_buffer"] = fusion
-    spec = make_spec(
-        **{
-            "model": "resnet50",
-            "cluster.hosts": hosts,
-            "cluster.devices_per_host": devices,
-            "cluster.network.bandwidth": network,
-            "cluster.network.stream_bandwidth": stream,
-            "strategy": strategy,
-            "stragglers": stragglers,
-            "checkpoint": {"every_steps": every} if every else {},
-            # asynchronous: updates, a few per host
-            "training.steps": 3 if sync else 3 * hosts,
-            "training.warmup_steps": warmup if sync else warmup * hosts,
-        }
-    )
+def test_random_jobs(budget: bool, **job: Any) -> None:
     with queue_rule(budget):
-        assert_same_records(spec)
-
-
-def test_bundled_scenario() -> None:
-    ran = 0
-    sets = ("training.steps=3", "training.warmup_steps=1")
-    path = ROOT / "scenarios/library/vgg16-parameter-servers.yaml"
-    for point in load(path, sets).points:
-        strategy = point.spec.strategy
-        if strategy.local_aggregation and point.spec.cluster.devices_per_host > 1:
-            assert_same_records(point.spec)
-            ran += 1
-    assert ran
+        assert_same(random_job(**job, local_aggregation=True))
 
 
 def test_backup_workers_stay_on_the_event_engine() -> None:
@@ -215,26 +112,3 @@ def test_backup_workers_stay_on_the_event_engine() -> None:
     asynchronous = make_spec(strategy={**ps, "sync": False}, **cluster)
     assert Simulation(asynchronous).engine() is ps_lockstep
 
-
-@pytest.mark.parametrize(
-    "sets",
-    [
-        ("cluster.devices_per_host=4", "training.evaluation.every_steps=3"),
-        ("cluster.devices_per_host=3", "training.evaluation.every_steps=1"),
-        ("cluster.devices_per_host=2", "stragglers.jitter=0.2"),
-    ],
-)
-@pytest.mark.parametrize("staleness", ["", ", staleness: 1"])
-def test_evaluation_barrier(sets: tuple[str, ...], staleness: str) -> None:
-    # asynchronous hosts to a target: closures (a host's) up to the next evaluation
-    strategy = (
-        f"{{kind: parameter_server, servers: 1, sync: false, local_aggregation: true{staleness}}}"
-    )
-    scenario = load(
-        ROOT / "scenarios/library/digits-time-to-target.yaml",
-        (f"sweep.strategy=[{strategy}]", *sets),
-    )
-    held = [p.spec for p in scenario.points if held_by_engine(p.spec)]
-    assert held
-    for spec in held:
-        assert_same_records(spec)
