@@ -1,9 +1,11 @@
 """A worker of the compiled parameter-server engine (`loop.py`): a state
 machine (`W_*`, in `calendar.py`) run until it waits for something, as its
 SimPy process runs until it yields: its step's start (`steps.py`), pulls,
-forward and backward by group, pushes, update and record. The loop and the states run
-for every step or group are inlined into `run`'s loop (the forward and backward in the
-loop itself); the rarer ones are calls.
+forward and backward by group, pushes, update and record. With host aggregation the
+worker is a host: once its pulls are in, `host_pulled` gives when each group is reduced
+(`hosts.py`) and it pushes each then, in place of forward and backward. The loop and
+the states run for every step or group are inlined into `run`'s loop (the forward and
+backward in the loop itself); the rarer ones are calls.
 """
 
 from __future__ import annotations
