@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 Round = tuple[list[simpy.Event], list[float], list[float]]
 
 
+def aggregated(sim: Simulation) -> int:
+    """The devices whose gradients a member of the job aggregates: a host's, with
+    `local_aggregation` on hosts of several devices (the members are then the hosts),
+    else 1 (the members are the workers)."""
+    devices = sim.topology.devices_per_host
+    return devices if sim.spec.strategy.local_aggregation and devices > 1 else 1
+
+
 class HostAggregation:
     """Each host's round of one step: one pull and one push of every group for the host's
     devices, run by its first device over a synchronous round."""

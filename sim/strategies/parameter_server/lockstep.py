@@ -68,6 +68,7 @@ from sim.engine.training import Process
 
 from . import replica
 from .dataflow import Dataflow, server_parts
+from .hosts import aggregated
 
 if TYPE_CHECKING:
     from sim.engine.simulation import Simulation
@@ -82,7 +83,7 @@ def eligible(sim: Simulation) -> bool:
     servers = sim.costs.servers
     return (
         (strategy.sync_scope == "step" or not strategy.sync)
-        and not (_hosted(sim) > 1 and strategy.sync and strategy.backup_workers)
+        and not (aggregated(sim) > 1 and strategy.sync and strategy.backup_workers)
         and spec.sim.network_model == "flow"
         and spec.cluster.profile is None
         and sim.compute_rate is None
@@ -121,11 +122,12 @@ def _timed(sim: Simulation) -> Joined:
     # the server group and the groups a step moves, as the event engine makes them
     servers, dataflow = server_parts(sim, _no_processes)
     # the members: the workers, or the hosts where their devices aggregate first
-    devices = _hosted(sim)
+    devices = aggregated(sim)
     n, total = sim.workers // devices, sim.total_steps
     shards = len(servers.nodes)
     groups = dataflow.groups
     parts = np.array([g.nbytes for g in groups], dtype=float).reshape(len(groups), shards)
+    # each group's bytes down and up a host's chain, added as `hosts.py` adds them
     chain_bytes = np.array([sum(g.nbytes) for g in groups], dtype=float)
     pull_paths, pull_latency, pull_inter, push_paths, push_latency, push_inter = _routes(
         sim, servers.nodes, devices
@@ -184,13 +186,6 @@ def _timed(sim: Simulation) -> Joined:
             break
         drawn = min(total, 2 * drawn)
     return rec_int[:rows], rec[:rows], step_ends, totals
-
-
-def _hosted(sim: Simulation) -> int:
-    """The devices each member aggregates: a host's with `local_aggregation` (then the
-    members are the hosts, `kernel/hosts.py`), else 1."""
-    devices = sim.topology.devices_per_host
-    return devices if sim.spec.strategy.local_aggregation and devices > 1 else 1
 
 
 def _routes(sim: Simulation, nodes: list[int], devices: int) -> tuple[np.ndarray, ...]:

@@ -15,7 +15,8 @@ error against the exact engine (throughput, step-time mean and p99) is measured 
 random jobs, the bundled scenarios and the benchmark's cases (`tools/bounded_error.py`,
 docs/performance.md). It runs only where the replica keeps `REPLICA_WORKERS` workers or
 more, without persistent stragglers, a target, checkpoints or failures (which tie a
-worker to its own index or to the run's clock) and without an oversubscribed core (one
+worker to its own index or to the run's clock), host aggregation (its error was not
+measured) and without an oversubscribed core (one
 link every flow crosses, where the measured error went past the bound); asynchronously
 without a staleness bound; synchronously without backup workers or hiccups, and where
 its slowest worker stays as slow as the job's (`holds`). `sim.timing: exact` times
@@ -29,6 +30,8 @@ from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .hosts import aggregated
 
 if TYPE_CHECKING:
     from sim.engine.simulation import Simulation
@@ -54,7 +57,7 @@ def factor(sim: Simulation) -> int:
         or spec.training.target is not None
         or sim.checkpoint_every
         or spec.failures
-        or (strategy.local_aggregation and spec.cluster.devices_per_host > 1)
+        or aggregated(sim) > 1
     ):
         return 1
     if strategy.sync:  # a round waits for the slowest: no drops, no rare hiccups

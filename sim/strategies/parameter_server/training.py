@@ -29,7 +29,7 @@ from sim.engine.training import Training
 
 from .asynchronous import AsynchronousTraining
 from .asynchronous_hosts import AsyncHostAggregatedTraining
-from .hosts import HostAggregatedTraining
+from .hosts import HostAggregatedTraining, aggregated
 from .sync import SynchronousTraining
 
 if TYPE_CHECKING:
@@ -47,11 +47,11 @@ def ParameterServerTraining(sim: Simulation, start_step: int) -> Training:  # no
     * asynchronous with `local_aggregation` on hosts of several devices: the same, each
       host's devices aggregated first and pushing once, an update per host push.
     """
-    strategy = sim.spec.strategy
-    if not strategy.sync:
-        if strategy.local_aggregation and sim.topology.devices_per_host > 1:
+    hosted = aggregated(sim) > 1
+    if not sim.spec.strategy.sync:
+        if hosted:
             return AsyncHostAggregatedTraining(sim, start_step)
         return AsynchronousTraining(sim, start_step)
-    if strategy.local_aggregation and sim.topology.devices_per_host > 1:
+    if hosted:
         return HostAggregatedTraining(sim, start_step)
     return SynchronousTraining(sim, start_step)

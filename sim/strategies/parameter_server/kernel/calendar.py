@@ -97,8 +97,8 @@ LAST, NETBYTES, WAKE_AT = 0, 1, 2
 # arrived, whether the step's all_of(pushes) exists, pulls arrived, dropped (0 / 1),
 # updates before its pull (asynchronous), staleness, iterations finished (SSP), the SSP
 # waiters in order (by position, not worker) and the iteration each waits to start, the
-# next worker waiting for the same update, the next waiting at the same gate, the device
-# a host's record of its step starts at (its chief's checkpoint: its others recorded)
+# next worker waiting for the same update, the next waiting at the same gate, whether a
+# host's devices but its first have recorded its step (before the chief's checkpoint)
 (WS, WSTEP, WG, WPUSHES, WPUSHED, WAWAITED, WPULLS, WDROPPED, WVERSION, WSTALE, WITER,
  SSPW, SSPIT, WAITNEXT, GATENEXT, WRECORDED) = range(16)
 N_WI = 16
