@@ -31,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .net import clock_resolution, sliver
+
 # the rows of a host's scratch (groups wide): each broadcast's start, bytes left, rounding
 # sliver, state (`PENDING`, `MOVING`, `DONE`) and end, each group's ready time
 BSTART, BLEFT, BTOL, BSTATE, BDONE, GREADY = range(6)
@@ -68,11 +70,10 @@ def _broadcasts(arrived, nbytes, hop_start, rate, scratch):  # type: ignore[no-u
                     if nbytes[g] <= 0:  # latency only: done on arrival
                         state[g], done[g] = DONE, now
                     else:
-                        state[g], left[g], tol[g] = MOVING, nbytes[g], nbytes[g] * 1e-9 + 1e-9
+                        state[g], left[g], tol[g] = MOVING, nbytes[g], sliver(nbytes[g])
                         moving += 1
         else:  # FlowNetwork._complete: those with a rounding sliver left are done
-            scale = max(abs(now), 1.0)
-            resolution = 4 * (np.nextafter(scale, np.inf) - scale)
+            resolution = clock_resolution(now)
             for g in range(groups):
                 if state[g] == MOVING and (left[g] <= tol[g] or left[g] <= share * resolution):
                     state[g], done[g] = DONE, now

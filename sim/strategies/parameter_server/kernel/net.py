@@ -157,6 +157,21 @@ def net_state(capacity, pull_paths, push_paths, held, most, rule):  # type: igno
 
 
 @bare
+def sliver(nbytes):  # type: ignore[no-untyped-def]
+    """What a flow of `nbytes` may have left and be done: float rounding of rate x time
+    (FlowNetwork's tolerance)."""
+    return nbytes * 1e-9 + 1e-9
+
+
+@bare
+def clock_resolution(now):  # type: ignore[no-untyped-def]
+    """Four of the clock's least steps at `now`: a flow with less time than that left is
+    done (FlowNetwork._complete), else now + its time could stay now."""
+    scale = max(abs(now), 1.0)
+    return 4 * (np.nextafter(scale, np.inf) - scale)
+
+
+@bare
 def start(slot, now, pull_paths, push_paths, slots, slotf, c, net):  # type: ignore[no-untyped-def]
     """The flows waiting for the instant `slot` (out of `slot_of` already) join their
     links, residual for now."""
@@ -178,7 +193,7 @@ def start(slot, now, pull_paths, push_paths, slots, slotf, c, net):  # type: ign
                 touch(li, ls, link)
                 join(li, lf, mi, fint, link, f, k)
         ff[LEFT, f] = slotf[0, p]
-        ff[TOL, f] = slotf[0, p] * 1e-9 + 1e-9
+        ff[TOL, f] = sliver(slotf[0, p])
         ff[RATE, f] = 0.0
         fint[f, FBATCH] = slots[PBATCH, p]
         res_add(fint, ls, f)
@@ -248,8 +263,7 @@ def due(now, ff, li, lf, mi, hk, ls):  # type: ignore[no-untyped-def]
     """The flows done now, into the list DONE: residual flows and the flows of the
     queues whose first may be due, with less than their tolerance left, or less time
     left than the clock can resolve (FlowNetwork._complete)."""
-    scale = max(abs(now), 1.0)
-    resolution = 4 * (np.nextafter(scale, np.inf) - scale)
+    resolution = clock_resolution(now)
     n_done = 0
     for i in range(ls[COUNTS, RES]):
         f = ls[RES, i]
