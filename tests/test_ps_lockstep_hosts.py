@@ -35,8 +35,8 @@ def _host_step(
     jitter[0, :, 0] = factors if factors is not None else 1.0
     scratch, reduced, dev = np.zeros((N_SCRATCH, groups)), np.zeros(groups), np.zeros((2, devices))
     pulled, ready = host_step(
-        0, t0, 0, devices, overlap, LATENCY, RATE, np.array(arrived), np.array(nbytes, float),
-        compute, jitter, scratch, reduced, dev,
+        0, t0, 0, devices, overlap, LATENCY, RATE, np.array(arrived), compute, jitter,
+        scratch, reduced, dev,
     )  # fmt: skip
     return pulled, ready, scratch[BDONE].copy(), reduced, dev
 

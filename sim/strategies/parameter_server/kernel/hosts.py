@@ -93,15 +93,16 @@ def _broadcasts(arrived, nbytes, hop_start, rate, scratch):  # type: ignore[no-u
 
 
 @njit(cache=True)
-def host_step(h, t0, step, devices, overlap, latency, rate, arrived, nbytes, compute,  # type: ignore[no-untyped-def]
-              jitter, scratch, reduced, dev):
+def host_step(h, t0, step, devices, overlap, latency, rate, arrived, compute, jitter,  # type: ignore[no-untyped-def]
+              scratch, reduced, dev):
     """Host h's step (its devices h D .. h D + D - 1), begun at `t0`, its pulls in at
     `arrived` (by group): each group's reduce's end into `reduced` (by group), each
     device's compute end and stall into dev[0], dev[1]. Returns the broadcasts' end (the
     pulls' span ends there) and the time the last group is ready (the pushes' span
-    starts there). latency, rate: a hop's; nbytes: each group's; compute: each group's
-    forward (0) and backward (1) seconds; jitter: each device's factors (0) and
-    delays (1) by step."""
+    starts there). latency, rate: a hop's; compute: each group's forward (0) and
+    backward (1) seconds and bytes (2); jitter: each device's factors (0) and delays (1)
+    by step."""
+    nbytes = compute[2]
     groups = nbytes.shape[0]
     hop_start = (devices - 1) * latency
     pulled = _broadcasts(arrived, nbytes, hop_start, rate, scratch)

@@ -147,8 +147,7 @@ def host_pulled(w, step, devices, overlap, times, compute, jitter, wi, wf, hoste
     arrival and reduces' end by group, their devices' compute end and stall, scratch."""
     pull_at, reduced, dev, scratch = hosted
     pulled, ready = host_step(w, wf[WPULL0, w], step, devices, overlap, times[5], times[6],
-                              pull_at[w], compute[2], compute, jitter, scratch, reduced[w],
-                              dev)
+                              pull_at[w], compute, jitter, scratch, reduced[w], dev)
     wf[WPULL1, w] = pulled
     wf[WPUSH0, w] = ready
     wi[WG, w] = compute.shape[1] - 1
